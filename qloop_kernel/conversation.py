@@ -1,0 +1,190 @@
+"""ConversationManager: the durable state of an agent session.
+
+Owns the session id, the shared conversation, user settings, budget accounting across turns and the
+per-cell records. It is the only place that knows about persistence (through a ``RecordStore``); it never
+calls the model itself, it hands each turn to a QueryLoop.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .context import ContextPolicy
+from .loop import CancelToken, Limits, ModelClient, QueryLoop, TurnObserver
+from .messages import Message, ModelEvent, ModelResponse, ToolCall, ToolOutcome, TurnResult, Usage
+from .permissions import Policy
+from .pricing import Price, UnknownModelPrice, price_for
+from .record import CellRecord, build_record, now_iso
+from .tools.runtime import ToolRuntime
+
+SYSTEM_PROMPT = """\
+You are a data-science assistant working inside a live Jupyter kernel, next to the user. The user's \
+variables (data frames, arrays, models) live in the kernel namespace. Use the tools: list_variables and \
+inspect_variable to look before you act, run_code to run Python in the user's namespace (its variables \
+persist; plots show inline), notebook_history to see what the user ran. Prefer small, reviewable code \
+steps; every step that changes something is shown to the user, who may edit or deny it. When a call is \
+denied, respect the reason. Never print secrets such as API keys. Finish with a short answer in Markdown \
+that says what you did and what you found."""
+
+
+class Settings(BaseModel):
+    """User settings; a cell's options override them for one turn."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    model: str = ""
+    approve: Policy | None = None  # None: "ask" when a frontend can click, else "readonly"
+    max_turns: int = Field(20, ge=1)
+    max_cost: float | None = Field(None, gt=0)
+    max_tokens: int | None = Field(None, gt=0)
+    timeout: float | None = Field(None, gt=0)
+    max_output_tokens: int = Field(8192, ge=256)
+    price: tuple[float, float] | None = None  # USD per million input, output tokens
+
+    def limits(self) -> Limits:
+        return Limits(
+            max_turns=self.max_turns,
+            max_tokens=self.max_tokens,
+            max_cost_usd=self.max_cost,
+            timeout_s=self.timeout,
+            max_output_tokens=self.max_output_tokens,
+        )
+
+    def resolved_price(self, model: str) -> Price | None:
+        """The price to count cost with; None if unknown and no USD budget needs it."""
+        if self.price is not None:
+            return Price.from_input_output(*self.price)
+        try:
+            return price_for(model)
+        except UnknownModelPrice:
+            if self.max_cost is not None:
+                raise
+            return None
+
+
+class RecordStore(Protocol):
+    """Where records go: the notebook (comm + output mirror) in a kernel, a list in tests."""
+
+    def save(self, record: CellRecord) -> None: ...
+
+
+@dataclass
+class SessionTotals:
+    turns: int = 0
+    model_calls: int = 0
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float = 0.0
+    cost_known: bool = True
+
+
+class _SavingObserver(TurnObserver):
+    """Forwards to the display observer and saves the running record as the turn grows."""
+
+    def __init__(self, inner: TurnObserver, save_running: Any) -> None:
+        self.inner = inner
+        self.save_running = save_running
+        self.outcomes: list[ToolOutcome] = []
+
+    def on_event(self, event: ModelEvent) -> None:
+        self.inner.on_event(event)
+
+    def on_response(self, response: ModelResponse, usage: Usage, cost_usd: float | None) -> None:
+        self.inner.on_response(response, usage, cost_usd)
+
+    def on_tool_start(self, call: ToolCall) -> None:
+        self.inner.on_tool_start(call)
+
+    def on_tool_end(self, outcome: ToolOutcome) -> None:
+        self.outcomes.append(outcome)
+        self.inner.on_tool_end(outcome)
+        self.save_running(self.outcomes)
+
+
+class ConversationManager:
+    """One agent session in a kernel: the shared conversation and its records."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings | None = None,
+        store: RecordStore | None = None,
+        context_policy: ContextPolicy | None = None,
+        system_prompt: str = SYSTEM_PROMPT,
+    ) -> None:
+        self.settings = settings or Settings()
+        self.store = store
+        self.context_policy = context_policy or ContextPolicy()
+        self.system_prompt = system_prompt
+        self.always_allowed: set[str] = set()
+        self.reset()
+
+    def reset(self) -> None:
+        """Start a fresh conversation (a new session id); settings and allowed tools are kept."""
+        self.session_id = uuid.uuid4().hex[:12]
+        self.messages: list[Message] = []
+        self.records: dict[str, CellRecord] = {}
+        self.totals = SessionTotals()
+
+    def run_turn(
+        self,
+        prompt: str,
+        *,
+        model: ModelClient,
+        runtime: ToolRuntime,
+        settings: Settings,
+        cell_id: str | None = None,
+        observer: TurnObserver | None = None,
+        cancel: CancelToken | None = None,
+    ) -> tuple[TurnResult, CellRecord]:
+        """Run one turn of the shared conversation and save its record."""
+        price = settings.resolved_price(model.model)
+        started_at = now_iso()
+        history = self.context_policy.apply(self.messages)
+        user: Message = {"role": "user", "content": [{"type": "text", "text": prompt}]}
+
+        def record_of(result: TurnResult | None, outcomes: list[ToolOutcome]) -> CellRecord:
+            turn_messages = result.messages[len(history) :] if result else [user]
+            return build_record(
+                session_id=self.session_id, cell_id=cell_id, prompt=prompt, model=model.model,
+                settings=settings.model_dump(mode="json"), started_at=started_at, result=result,
+                turn_messages=turn_messages, outcomes=outcomes,
+            )  # fmt: skip
+
+        saving = _SavingObserver(observer or TurnObserver(), lambda o: self._save(record_of(None, o)))
+        self._save(record_of(None, []))
+        loop = QueryLoop(
+            model, runtime, system=self.system_prompt, limits=settings.limits(), price=price,
+            observer=saving, cancel=cancel,
+        )  # fmt: skip
+        result = loop.run([*history, user])
+        self.messages.extend(result.messages[len(history) :])
+        self._account(result)
+        record = record_of(result, result.outcomes)
+        self._save(record)
+        return result, record
+
+    def adopt(self, record: CellRecord) -> None:
+        """Take a replayed record's messages into the shared conversation (no model call made)."""
+        self.messages.extend(record.messages)
+        if record.cell_id:
+            self.records[record.cell_id] = record
+
+    def _account(self, result: TurnResult) -> None:
+        totals = self.totals
+        totals.turns += 1
+        totals.model_calls += result.model_calls
+        totals.usage = totals.usage + result.usage
+        if result.cost_usd is None:
+            totals.cost_known = totals.cost_known and result.model_calls == 0
+        else:
+            totals.cost_usd += result.cost_usd
+
+    def _save(self, record: CellRecord) -> None:
+        if record.cell_id:
+            self.records[record.cell_id] = record
+        if self.store is not None:
+            self.store.save(record)

@@ -1,0 +1,249 @@
+"""Message parts, model events, usage, and the typed outcome of a turn.
+
+Conversation messages are kept in the Messages API's own JSON shape (``{"role": ..., "content": [...]}``)
+so they can be sent, saved and replayed without translation. Everything else here is a small typed value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+Message: TypeAlias = dict[str, Any]
+Block: TypeAlias = dict[str, Any]
+
+TurnStatus: TypeAlias = Literal[
+    "completed", "max_turns", "budget_exceeded", "timeout", "interrupted", "refused", "error"
+]
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counters as the Messages API reports them (``input_tokens`` excludes cached tokens)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_input_tokens + other.cache_read_input_tokens,
+            self.cache_creation_input_tokens + other.cache_creation_input_tokens,
+        )
+
+    @property
+    def prompt_tokens(self) -> int:
+        """All input tokens of a request, cached or not."""
+        return self.input_tokens + self.cache_read_input_tokens + self.cache_creation_input_tokens
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.output_tokens
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_read_input_tokens": self.cache_read_input_tokens,
+            "cache_creation_input_tokens": self.cache_creation_input_tokens,
+        }
+
+
+# --- Events a model client forwards while a response streams -----------------------------------
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+    kind: Literal["text"] = "text"
+
+
+@dataclass(frozen=True)
+class ThinkingDelta:
+    text: str
+    kind: Literal["thinking"] = "thinking"
+
+
+@dataclass(frozen=True)
+class ToolCallReady:
+    """A tool_use block whose input has finished streaming."""
+
+    id: str
+    name: str
+    input: dict[str, Any]
+    kind: Literal["tool_call"] = "tool_call"
+
+
+@dataclass(frozen=True)
+class UsageUpdate:
+    usage: Usage
+    kind: Literal["usage"] = "usage"
+
+
+@dataclass(frozen=True)
+class RetryNotice:
+    """The client is about to retry a transient failure."""
+
+    attempt: int
+    delay_s: float
+    reason: str
+    kind: Literal["retry"] = "retry"
+
+
+ModelEvent: TypeAlias = TextDelta | ThinkingDelta | ToolCallReady | UsageUpdate | RetryNotice
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    """Everything one Messages API call needs, already in API shape."""
+
+    messages: list[Message]
+    tools: list[dict[str, Any]]
+    system: str
+    max_tokens: int
+    deadline: float | None = None  # time.monotonic() by which the call must have finished
+
+
+@dataclass(frozen=True)
+class ModelResponse:
+    content: list[Block]
+    stop_reason: str | None
+    usage: Usage
+    model: str
+
+
+class ModelError(Exception):
+    """A model call failed for good (after any retries): the turn ends with status ``error``."""
+
+
+class ModelTimeout(ModelError):
+    """The model call ran past the turn's deadline."""
+
+
+# --- Tool calls ----------------------------------------------------------------------------------
+
+DecisionKind: TypeAlias = Literal["approved", "edited", "denied", "auto", "always", "readonly"]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+@dataclass
+class ToolOutcome:
+    """What running one tool call produced: the API ``tool_result`` content plus bookkeeping."""
+
+    call: ToolCall
+    content: list[Block]
+    is_error: bool
+    decision: DecisionKind
+    input_as_run: dict[str, Any]
+    reason: str | None = None
+    duration_s: float = 0.0
+    approval_wait_s: float = 0.0
+    decided_at: str = ""
+
+    def result_block(self) -> Block:
+        block: Block = {"type": "tool_result", "tool_use_id": self.call.id, "content": self.content}
+        if self.is_error:
+            block["is_error"] = True
+        return block
+
+    @property
+    def text(self) -> str:
+        return "\n".join(b.get("text", "") for b in self.content if b.get("type") == "text")
+
+
+# --- Turn outcome (one closed, tagged union of stop reasons) -------------------------------------
+
+
+@dataclass(frozen=True)
+class Completed:
+    status: Literal["completed"] = "completed"
+
+
+@dataclass(frozen=True)
+class MaxTurns:
+    limit: int
+    status: Literal["max_turns"] = "max_turns"
+
+
+@dataclass(frozen=True)
+class BudgetExceeded:
+    what: Literal["tokens", "cost"]
+    spent: float
+    limit: float
+    status: Literal["budget_exceeded"] = "budget_exceeded"
+
+
+@dataclass(frozen=True)
+class TimedOut:
+    seconds: float
+    status: Literal["timeout"] = "timeout"
+
+
+@dataclass(frozen=True)
+class Interrupted:
+    by: Literal["stop", "keyboard"]
+    status: Literal["interrupted"] = "interrupted"
+
+
+@dataclass(frozen=True)
+class Refused:
+    status: Literal["refused"] = "refused"
+
+
+@dataclass(frozen=True)
+class Failed:
+    message: str
+    status: Literal["error"] = "error"
+
+
+StopReason: TypeAlias = Completed | MaxTurns | BudgetExceeded | TimedOut | Interrupted | Refused | Failed
+
+
+def describe_stop(stop: StopReason) -> str:
+    """One line for the user about why a turn ended."""
+    match stop:
+        case Completed():
+            return "completed"
+        case MaxTurns(limit=limit):
+            return f"stopped: reached the limit of {limit} model calls (--max-turns)"
+        case BudgetExceeded(what="tokens", spent=spent, limit=limit):
+            return f"stopped: token budget reached ({spent:,.0f} of {limit:,.0f} tokens, --max-tokens)"
+        case BudgetExceeded(spent=spent, limit=limit):
+            return f"stopped: cost budget reached (${spent:.4f} of ${limit:.4f}, --max-cost)"
+        case TimedOut(seconds=seconds):
+            return f"stopped: the turn ran past its {seconds:g} s time limit (--timeout)"
+        case Interrupted(by="stop"):
+            return "interrupted: stopped with the Stop button"
+        case Interrupted():
+            return "interrupted by the kernel interrupt"
+        case Refused():
+            return "the model declined this request (stop reason: refusal); no tool call was run"
+        case Failed(message=message):
+            return f"error: {message}"
+    raise AssertionError(stop)  # pragma: no cover - the union is closed
+
+
+@dataclass
+class TurnResult:
+    stop: StopReason
+    messages: list[Message]
+    final_text: str
+    usage: Usage
+    cost_usd: float | None
+    model_calls: int
+    elapsed_s: float
+    approval_wait_s: float
+    outcomes: list[ToolOutcome] = field(default_factory=list)
+
+    @property
+    def status(self) -> TurnStatus:
+        return self.stop.status

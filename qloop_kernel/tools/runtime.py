@@ -1,0 +1,312 @@
+"""ToolRuntime: registered tools, input validation, permission, execution, result formatting.
+
+Model-caused failures never raise from here: unknown tools, invalid input, denials and exceptions in a
+tool all become ``is_error`` tool results that tell the model what to do next.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import re
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, get_type_hints
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from ..messages import Block, DecisionKind, ToolCall, ToolOutcome
+from ..permissions import (
+    AlwaysAllow,
+    ApprovalRequest,
+    Approve,
+    ApproveEdited,
+    Approver,
+    Decision,
+    Deny,
+)
+from ..redact import redact_text
+
+log = logging.getLogger("qloop.tools")
+
+MAX_RESULT_CHARS = 20_000
+TRUNCATION_MARKER = "\n[... {omitted:,} characters omitted: output was longer than {limit:,} ...]\n"
+_ARG_LINE = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.+)$")
+
+
+class ToolInputError(Exception):
+    """Raised by a tool for input that passed the schema but cannot be used (told to the model)."""
+
+
+@dataclass
+class Tool:
+    """A plain function exposed to the model, with its input schema and approval need."""
+
+    name: str
+    description: str
+    input_model: type[BaseModel]
+    func: Callable[..., Any]
+    requires_approval: bool = True
+    editable_field: str | None = None
+    takes_model: bool = False
+
+    @classmethod
+    def from_function(
+        cls,
+        func: Callable[..., Any],
+        *,
+        name: str | None = None,
+        requires_approval: bool = True,
+        editable_field: str | None = None,
+    ) -> Tool:
+        """Build a tool from type hints and docstring, or from a single pydantic-model parameter."""
+        summary, arg_docs = _parse_docstring(inspect.getdoc(func) or "")
+        model, takes_model = _input_model(func, arg_docs)
+        return cls(
+            name=name or func.__name__,
+            description=summary or (name or func.__name__),
+            input_model=model,
+            func=func,
+            requires_approval=requires_approval,
+            editable_field=editable_field,
+            takes_model=takes_model,
+        )
+
+    def schema(self) -> dict[str, Any]:
+        """The Messages API tool definition."""
+        schema = self.input_model.model_json_schema()
+        schema.pop("title", None)
+        return {"name": self.name, "description": self.description, "input_schema": schema}
+
+    def call(self, validated: BaseModel) -> Any:
+        if self.takes_model:
+            return self.func(validated)
+        return self.func(**{k: getattr(validated, k) for k in type(validated).model_fields})
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """Split a Google-style docstring into the description and per-argument text."""
+    lines = doc.splitlines()
+    args: dict[str, str] = {}
+    body: list[str] = []
+    in_args = False
+    for line in lines:
+        if line.strip() in ("Args:", "Arguments:", "Parameters:"):
+            in_args = True
+            continue
+        match = _ARG_LINE.match(line) if in_args else None
+        if match:
+            args[match.group(1).lstrip("*")] = match.group(2).strip()
+        elif in_args and line.strip() and line.startswith((" ", "\t")) and args:
+            last = list(args)[-1]
+            args[last] += " " + line.strip()
+        elif in_args and line.strip():
+            in_args = False
+            body.append(line)
+        elif not in_args:
+            body.append(line)
+    return "\n".join(body).strip(), args
+
+
+def _input_model(
+    func: Callable[..., Any], arg_docs: dict[str, str]
+) -> tuple[type[BaseModel], bool]:
+    params = list(inspect.signature(func).parameters.values())
+    hints = get_type_hints(func)
+    if len(params) == 1 and _is_model(hints.get(params[0].name)):
+        return hints[params[0].name], True
+    fields: dict[str, Any] = {}
+    for param in params:
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        annotation = hints.get(param.name, Any)
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[param.name] = (annotation, Field(default, description=arg_docs.get(param.name)))
+    model = create_model(  # type: ignore[call-overload]
+        f"{func.__name__}_input", __config__=ConfigDict(extra="forbid"), **fields
+    )
+    return model, False
+
+
+def _is_model(annotation: object) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+def format_validation_error(tool: Tool, error: ValidationError) -> str:
+    """Field-by-field errors the model can act on."""
+    lines = [f"Invalid input for tool '{tool.name}':"]
+    for err in error.errors(include_url=False):
+        where = ".".join(str(p) for p in err["loc"]) or "(input)"
+        lines.append(f"- {where}: {err['msg']}")
+    props = tool.schema()["input_schema"].get("properties", {})
+    lines.append(f"Expected fields: {', '.join(props) or '(none)'}. Fix the input and call it again.")
+    return "\n".join(lines)
+
+
+def format_exception(exc: BaseException, *, limit: int = 6) -> str:
+    """``Type: message`` plus a short traceback without ANSI colour codes."""
+    frames = traceback.extract_tb(exc.__traceback__)[-limit:]
+    tb = "".join(traceback.format_list(frames))
+    text = f"{type(exc).__name__}: {exc}\nTraceback (most recent call last, shortened):\n{tb}"
+    return strip_ansi(text).rstrip()
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
+def strip_ansi(text: str) -> str:
+    return _ANSI.sub("", text)
+
+
+def truncate(text: str, limit: int = MAX_RESULT_CHARS) -> str:
+    """Keep the head and tail of ``text`` with an explicit marker in between."""
+    if len(text) <= limit:
+        return text
+    head = limit * 2 // 3
+    tail = limit - head
+    omitted = len(text) - head - tail
+    return text[:head] + TRUNCATION_MARKER.format(omitted=omitted, limit=limit) + text[-tail:]
+
+
+def to_content(value: Any, limit: int = MAX_RESULT_CHARS) -> list[Block]:
+    """A tool's return value as tool_result content blocks, bounded in size."""
+    if isinstance(value, list) and all(isinstance(b, dict) and "type" in b for b in value):
+        return [_bound_block(b, limit) for b in value] or [{"type": "text", "text": "(no output)"}]
+    text = value if isinstance(value, str) else json.dumps(value, default=repr, ensure_ascii=False)
+    return [{"type": "text", "text": redact_text(truncate(text, limit)) or "(no output)"}]
+
+
+def _bound_block(block: Block, limit: int) -> Block:
+    if block.get("type") == "text":
+        return {**block, "text": redact_text(truncate(str(block.get("text", "")), limit))}
+    return block
+
+
+@dataclass
+class ToolRuntime:
+    """Runs the model's tool calls: lookup, validation, permission, execution, formatting, logging."""
+
+    tools: dict[str, Tool]
+    approver: Approver
+    always_allowed: set[str] = field(default_factory=set)
+    max_result_chars: int = MAX_RESULT_CHARS
+    clock: Callable[[], float] = time.monotonic
+
+    @classmethod
+    def of(cls, tools: Iterable[Tool], approver: Approver, **kwargs: Any) -> ToolRuntime:
+        return cls({t.name: t for t in tools}, approver, **kwargs)
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return [tool.schema() for tool in self.tools.values()]
+
+    def run(self, call: ToolCall) -> ToolOutcome:
+        """Answer one tool call. Raises only KeyboardInterrupt (the user's, not the model's)."""
+        started = self.clock()
+        outcome = self._run(call)
+        outcome.duration_s = self.clock() - started - outcome.approval_wait_s
+        outcome.decided_at = outcome.decided_at or _now()
+        self._log(outcome)
+        return outcome
+
+    def _run(self, call: ToolCall) -> ToolOutcome:
+        tool = self.tools.get(call.name)
+        if tool is None:
+            names = ", ".join(sorted(self.tools)) or "(none)"
+            return self._error(call, f"Unknown tool '{call.name}'. Available tools: {names}.")
+        try:
+            validated = tool.input_model.model_validate(call.input)
+        except ValidationError as exc:
+            return self._error(call, format_validation_error(tool, exc))
+        kind, reason, waited, validated = self._permit(tool, call, validated)
+        if kind == "denied":
+            return self._denied(call, reason, waited)
+        return self._execute(tool, call, validated, kind, waited)
+
+    def _permit(
+        self, tool: Tool, call: ToolCall, validated: BaseModel
+    ) -> tuple[DecisionKind, str | None, float, BaseModel]:
+        if not tool.requires_approval:
+            return "readonly", None, 0.0, validated
+        if tool.name in self.always_allowed:
+            return "always", None, 0.0, validated
+        request = ApprovalRequest(call, title=tool.name, editable_field=tool.editable_field)
+        asked = self.clock()
+        decision = self.approver.decide(request)
+        waited = self.clock() - asked
+        kind, reason, edited = self._apply(tool, decision)
+        return kind, reason, waited, edited or validated
+
+    def _apply(
+        self, tool: Tool, decision: Decision
+    ) -> tuple[DecisionKind, str | None, BaseModel | None]:
+        match decision:
+            case Deny(reason=reason):
+                return "denied", reason, None
+            case AlwaysAllow():
+                self.always_allowed.add(tool.name)
+                return "always", None, None
+            case Approve():
+                return "approved", None, None
+            case ApproveEdited(input=edited):
+                try:
+                    return "edited", None, tool.input_model.model_validate(edited)
+                except ValidationError as exc:
+                    return "denied", "the edited input is invalid: " + str(exc), None
+        raise AssertionError(decision)  # pragma: no cover - the union is closed
+
+    def _execute(
+        self, tool: Tool, call: ToolCall, validated: BaseModel, kind: DecisionKind, waited: float
+    ) -> ToolOutcome:
+        as_run = validated.model_dump(mode="json")
+        try:
+            value = tool.call(validated)
+        except ToolInputError as exc:
+            return self._error(call, str(exc), kind, as_run, waited)
+        except Exception as exc:  # a tool's failure is reported to the model, never raised
+            return self._error(call, format_exception(exc), kind, as_run, waited)
+        content = to_content(value, self.max_result_chars)
+        if kind == "edited":
+            note = f"Note: the user edited the input before approving; what ran was: {json.dumps(as_run)}"
+            content = [{"type": "text", "text": truncate(note, 4000)}, *content]
+        return ToolOutcome(call, content, False, kind, as_run, approval_wait_s=waited)
+
+    def _denied(self, call: ToolCall, reason: str | None, waited: float) -> ToolOutcome:
+        said = reason.strip() if reason else ""
+        text = (
+            f"The user denied this call: {said}" if said else "The user denied this call (no reason given)."
+        )
+        if not said.startswith("not run: the approval policy"):
+            text += " It was not run. Take the reason into account; do not repeat the same call."
+        return ToolOutcome(
+            call, [{"type": "text", "text": text}], True, "denied", call.input, said or None, 0.0, waited
+        )
+
+    def _error(
+        self,
+        call: ToolCall,
+        text: str,
+        kind: DecisionKind = "auto",
+        as_run: dict[str, Any] | None = None,
+        waited: float = 0.0,
+    ) -> ToolOutcome:
+        content: list[Block] = [{"type": "text", "text": redact_text(truncate(text, 8000))}]
+        return ToolOutcome(call, content, True, kind, as_run or call.input, approval_wait_s=waited)
+
+    def _log(self, outcome: ToolOutcome) -> None:
+        short = redact_text(json.dumps(outcome.input_as_run, ensure_ascii=False, default=repr))
+        log.info(
+            "tool=%s input=%s decision=%s duration=%.3fs outcome=%s",
+            outcome.call.name,
+            short if len(short) <= 120 else short[:117] + "...",
+            outcome.decision,
+            outcome.duration_s,
+            "error" if outcome.is_error else "ok",
+        )
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
