@@ -1,1 +1,38 @@
-"""qloop-kernel."""
+"""qloop-kernel: a notebook agent for Jupyter.
+
+``%load_ext qloop_kernel`` registers ``%%agent`` and ``%agent``. Heavy imports (anthropic, pydantic
+models, widgets) wait until the first agent cell, so loading the extension keeps kernel start fast.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+__all__ = ["__version__", "load_ipython_extension", "tool", "unload_ipython_extension"]
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """Register the agent magics on an IPython shell."""
+    from .magic import AgentMagics
+
+    ipython.register_magics(AgentMagics(ipython))
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """Remove the agent magics."""
+    for kind in ("cell", "line"):
+        ipython.magics_manager.magics[kind].pop("agent", None)
+
+
+def tool(func: Any = None, *, read_only: bool = False, name: str | None = None) -> Any:
+    """Register a notebook function as an agent tool (see ``qloop_kernel.tools.user.tool``)."""
+    from .tools.user import tool as register
+
+    if func is None:
+        return register(read_only=read_only, name=name)
+    return register(func, read_only=read_only, name=name)
+
+
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    return [{"src": "labextension", "dest": "qloop-kernel"}]

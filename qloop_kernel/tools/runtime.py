@@ -42,6 +42,10 @@ class ToolInputError(Exception):
     """Raised by a tool for input that passed the schema but cannot be used (told to the model)."""
 
 
+class ToolFailure(Exception):
+    """Raised by a tool whose work failed, with the full report for the model as the message."""
+
+
 @dataclass
 class Tool:
     """A plain function exposed to the model, with its input schema and approval need."""
@@ -264,7 +268,7 @@ class ToolRuntime:
         as_run = validated.model_dump(mode="json")
         try:
             value = tool.call(validated)
-        except ToolInputError as exc:
+        except (ToolInputError, ToolFailure) as exc:
             return self._error(call, str(exc), kind, as_run, waited)
         except Exception as exc:  # a tool's failure is reported to the model, never raised
             return self._error(call, format_exception(exc), kind, as_run, waited)

@@ -1,0 +1,124 @@
+"""KernelAgent: one per kernel. Wires a cell's turn together: model, tools, approval, display, store."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from IPython.core.error import UsageError
+
+from .conversation import ConversationManager, Settings
+from .loop import CancelToken
+from .messages import Interrupted, TurnResult
+from .permissions import Policy, policy_approver
+from .pricing import UnknownModelPrice
+from .record import RecordError, load_record
+from .store import NotebookStore
+
+
+class AgentError(UsageError):
+    """A turn ended with a fatal error: one line, no traceback, and "Run All" stops."""
+
+
+@dataclass(frozen=True)
+class CellContext:
+    """What the frontend sent with the execute request."""
+
+    cell_id: str | None
+    saved: Any  # the cell's saved ``qloop`` metadata, unvalidated
+
+    @property
+    def interactive(self) -> bool:
+        return self.cell_id is not None
+
+
+def current_cell(shell: Any) -> CellContext:
+    kernel = getattr(shell, "kernel", None)
+    parent = kernel.get_parent() if kernel is not None and hasattr(kernel, "get_parent") else {}
+    metadata = (parent or {}).get("metadata") or {}
+    cell_id = metadata.get("cellId")
+    return CellContext(cell_id if isinstance(cell_id, str) and cell_id else None, metadata.get("qloop"))
+
+
+@dataclass(frozen=True)
+class CellOptions:
+    settings: Settings
+    fresh: bool = False
+    new: bool = False
+
+
+class KernelAgent:
+    """The agent session of one kernel."""
+
+    def __init__(self, shell: Any, settings: Settings) -> None:
+        self.shell = shell
+        self.manager = ConversationManager(settings=settings)
+
+    def policy_for(self, settings: Settings, cell: CellContext) -> Policy:
+        return settings.approve or ("ask" if cell.interactive else "readonly")
+
+    def run_cell(self, prompt: str, options: CellOptions) -> TurnResult | None:
+        """Replay the cell's saved turn, or run a new one."""
+        cell = current_cell(self.shell)
+        if options.new:
+            self.manager.reset()
+        if cell.saved is not None and not options.fresh:
+            try:
+                record = load_record(cell.saved)
+            except RecordError as exc:
+                raise UsageError(str(exc)) from None
+            if record.prompt == prompt and record.status == "completed":
+                from .replay import replay
+
+                replay(self, record, options.settings, cell)
+                return None
+        return self.run_turn(prompt, options.settings, cell)
+
+    def run_turn(self, prompt: str, settings: Settings, cell: CellContext) -> TurnResult:
+        from .approval import CardApprover
+        from .display import TurnDisplay, line
+        from .model import AnthropicModel
+        from .threaded import ThreadedModel
+        from .tools.builtin import builtin_tools
+        from .tools.runtime import ToolRuntime
+
+        _check_credentials()
+        try:
+            settings.resolved_price(settings.model)
+        except UnknownModelPrice as exc:
+            raise UsageError(str(exc)) from None
+        policy = self.policy_for(settings, cell)
+        interactive = cell.interactive and policy == "ask"
+        approver = policy_approver(policy, CardApprover() if cell.interactive else None)
+        tools = builtin_tools(self.shell)
+        runtime = ToolRuntime.of(tools, approver, always_allowed=self.manager.always_allowed)
+        cards = {t.name for t in tools if t.requires_approval} if interactive else set()
+        cancel = CancelToken()
+        view = TurnDisplay(
+            interactive=cell.interactive, max_turns=settings.max_turns, cancel=cancel, cards_for=cards
+        )
+        if policy in ("readonly", "deny") and not cell.interactive and settings.approve is None:
+            line("headless run: code steps are denied (policy 'readonly'); allow them with "
+                 "`--approve auto` or QLOOP_APPROVAL=auto", "warn")  # fmt: skip
+        self.manager.store = NotebookStore(cell.cell_id)
+        model = ThreadedModel(AnthropicModel(settings.model))
+        result, _ = self.manager.run_turn(
+            prompt, model=model, runtime=runtime, settings=settings, cell_id=cell.cell_id,
+            observer=view, cancel=cancel,
+        )  # fmt: skip
+        view.finish(result)
+        if result.stop == Interrupted("keyboard"):
+            raise KeyboardInterrupt
+        if result.status == "error":
+            raise AgentError(f"the agent turn failed: {getattr(result.stop, 'message', '')}")
+        return result
+
+
+def _check_credentials() -> None:
+    if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
+        raise UsageError(
+            "ANTHROPIC_API_KEY is not set in the kernel's environment: set it before starting "
+            "Jupyter (export ANTHROPIC_API_KEY=...), or run `%agent key` to type it without it "
+            "being shown or saved"
+        )

@@ -1,0 +1,93 @@
+"""The ``%agent`` sub-commands: help, status, set, price, allow, reset, key."""
+
+from __future__ import annotations
+
+import getpass
+import os
+from typing import Any
+
+from IPython.core.error import UsageError
+from pydantic import ValidationError
+
+SETTABLE = ("model", "approve", "max_turns", "max_cost", "max_tokens", "timeout", "max_output_tokens")
+
+
+def _help(magics: Any, args: list[str]) -> None:
+    from .magic import HELP
+
+    print(HELP)
+
+
+def _status(magics: Any, args: list[str]) -> None:
+    manager = magics.agent.manager
+    totals = manager.totals
+    usage = totals.usage
+    cost = f"${totals.cost_usd:.4f}" if totals.cost_known else "unknown (no price for the model)"
+    settings = manager.settings.model_dump(exclude_none=True)
+    print(f"session {manager.session_id}: {totals.turns} turn(s), {totals.model_calls} model call(s)")
+    print(
+        f"tokens: {usage.input_tokens:,} input, {usage.output_tokens:,} output, "
+        f"{usage.cache_read_input_tokens:,} cache read, {usage.cache_creation_input_tokens:,} "
+        f"cache write; cost {cost}"
+    )
+    print(f"messages in the conversation: {len(manager.messages)}")
+    print("settings: " + ", ".join(f"{k}={v}" for k, v in settings.items()))
+    if manager.always_allowed:
+        print("always allowed: " + ", ".join(sorted(manager.always_allowed)))
+
+
+def _set(magics: Any, args: list[str]) -> None:
+    if len(args) != 2 or args[0] not in SETTABLE:
+        raise UsageError(f"usage: %agent set NAME VALUE, NAME one of {', '.join(SETTABLE)}")
+    name, value = args
+    manager = magics.agent.manager
+    empty = value.lower() in ("none", "off", "")
+    try:
+        manager.settings = manager.settings.model_copy(update={name: None if empty else value})
+        manager.settings = type(manager.settings).model_validate(manager.settings.model_dump())
+    except ValidationError as exc:
+        raise UsageError(f"%agent set {name}: {exc.errors(include_url=False)[0]['msg']}") from None
+    print(f"{name} = {getattr(manager.settings, name)}")
+
+
+def _price(magics: Any, args: list[str]) -> None:
+    from .pricing import parse_price
+
+    try:
+        price = parse_price(" ".join(args))
+    except ValueError as exc:
+        raise UsageError(f"%agent price: {exc}") from None
+    manager = magics.agent.manager
+    manager.settings = manager.settings.model_copy(update={"price": (price.input, price.output)})
+    print(f"price: ${price.input}/M input, ${price.output}/M output tokens")
+
+
+def _allow(magics: Any, args: list[str]) -> None:
+    if len(args) != 1:
+        raise UsageError("usage: %agent allow TOOL (for example: %agent allow run_code)")
+    magics.agent.manager.always_allowed.add(args[0])
+    print(f"{args[0]} now runs without asking for the rest of this session")
+
+
+def _reset(magics: Any, args: list[str]) -> None:
+    magics.agent.manager.reset()
+    print(f"fresh conversation (session {magics.agent.manager.session_id})")
+
+
+def _key(magics: Any, args: list[str]) -> None:
+    value = getpass.getpass("Anthropic API key (not shown, not saved): ").strip()
+    if not value:
+        raise UsageError("no key entered")
+    os.environ["ANTHROPIC_API_KEY"] = value
+    print("API key set for this kernel")
+
+
+COMMANDS = {
+    "help": _help,
+    "status": _status,
+    "set": _set,
+    "price": _price,
+    "allow": _allow,
+    "reset": _reset,
+    "key": _key,
+}

@@ -1,0 +1,163 @@
+"""``%%agent`` and ``%agent``: parse options, hand the turn to the kernel's agent, show settings/status.
+
+Defaults come from traitlets config (``c.QloopAgent.model = ...``) and the environment (``QLOOP_MODEL``,
+``QLOOP_APPROVAL``, ``QLOOP_PRICE``); a cell's options override them for one turn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+from typing import Any, NoReturn
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from traitlets import Enum, Float, Int, Unicode
+from traitlets.config import Configurable
+
+from .permissions import POLICIES
+
+HELP = """\
+%%agent [options]            the cell body is the task; the turn runs against this kernel
+%agent [options] TASK        a one-line task
+%agent status                session: turns, tokens, cost, settings
+%agent set NAME VALUE        change a setting (model, approve, max_turns, max_cost, max_tokens,
+                             timeout, max_output_tokens)
+%agent price IN OUT          USD per million input/output tokens for a model without a known price
+%agent allow TOOL            run TOOL without asking for the rest of the session
+%agent reset                 start a fresh conversation
+%agent key                   type the API key for this kernel (not shown, never saved)
+options: --approve {ask,auto,readonly,deny} --max-turns N --max-cost USD --max-tokens N
+         --timeout SECONDS --model NAME --new (fresh conversation) --fresh (ignore the saved record)"""
+
+
+class QloopAgent(Configurable):
+    """Defaults for agent cells (set in ipython_config.py / ipython_kernel_config.py)."""
+
+    model = Unicode("", help="Model id; default QLOOP_MODEL or the built-in default.").tag(config=True)
+    approve = Enum(["", *POLICIES], "", help="Approval policy; default QLOOP_APPROVAL or by context.").tag(
+        config=True
+    )
+    max_turns = Int(20, help="Model calls per cell turn.").tag(config=True)
+    max_cost = Float(0.0, help="USD budget per cell turn (0: none).").tag(config=True)
+    max_tokens = Int(0, help="Token budget per cell turn (0: none).").tag(config=True)
+    timeout = Float(0.0, help="Seconds per cell turn, approval waits excluded (0: none).").tag(config=True)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"%%agent: {message}. Options: see `%agent help`")
+
+
+def _parser() -> _Parser:
+    parser = _Parser(prog="%%agent", add_help=False)
+    parser.add_argument("--approve", choices=POLICIES)
+    parser.add_argument("--max-turns", type=int)
+    parser.add_argument("--max-cost", type=float)
+    parser.add_argument("--max-tokens", type=int)
+    parser.add_argument("--timeout", type=float)
+    parser.add_argument("--model")
+    parser.add_argument("--new", action="store_true")
+    parser.add_argument("--fresh", action="store_true")
+    parser.add_argument("prompt", nargs=argparse.REMAINDER)
+    return parser
+
+
+def base_settings(config: QloopAgent) -> Any:
+    """Settings from config and environment."""
+    from .conversation import Settings
+    from .model import default_model
+    from .pricing import parse_price
+
+    env_policy = os.environ.get("QLOOP_APPROVAL", "").strip().lower()
+    if env_policy and env_policy not in POLICIES:
+        raise UsageError(f"QLOOP_APPROVAL={env_policy!r} is not one of {', '.join(POLICIES)}")
+    price = os.environ.get("QLOOP_PRICE")
+    try:
+        parsed = parse_price(price) if price else None
+    except ValueError as exc:
+        raise UsageError(f"QLOOP_PRICE: {exc}") from None
+    return Settings(
+        model=config.model or default_model(),
+        approve=config.approve or env_policy or None,
+        max_turns=config.max_turns,
+        max_cost=config.max_cost or None,
+        max_tokens=config.max_tokens or None,
+        timeout=config.timeout or None,
+        price=(parsed.input, parsed.output) if parsed else None,
+    )
+
+
+@magics_class
+class AgentMagics(Magics):
+    """The agent magics of one IPython shell."""
+
+    def __init__(self, shell: Any) -> None:
+        super().__init__(shell)
+        self.config_obj = QloopAgent(parent=shell)
+        self._agent: Any = None
+
+    @property
+    def agent(self) -> Any:
+        if self._agent is None:
+            from .agent import KernelAgent
+
+            self._agent = KernelAgent(self.shell, base_settings(self.config_obj))
+        return self._agent
+
+    @cell_magic("agent")
+    def agent_cell(self, line: str, cell: str) -> None:
+        """%%agent [options]: run the cell body as a task for the agent."""
+        args = self._parse(line)
+        prompt = (" ".join(args.prompt) + "\n" + cell).strip()
+        self._run(args, prompt)
+
+    @line_magic("agent")
+    def agent_line(self, line: str) -> None:
+        """%agent: settings, status, reset, allow TOOL, or a one-line task."""
+        words = shlex.split(line) if line.strip() else ["help"]
+        command = _commands().get(words[0])
+        if command is not None:
+            command(self, words[1:])
+            return
+        args = self._parse(line)
+        self._run(args, " ".join(args.prompt).strip())
+
+    def _parse(self, line: str) -> argparse.Namespace:
+        try:
+            words = shlex.split(line)
+        except ValueError as exc:
+            raise UsageError(f"%%agent: cannot read the options: {exc}") from None
+        return _parser().parse_args(words)
+
+    def _run(self, args: argparse.Namespace, prompt: str) -> None:
+        from pydantic import ValidationError
+
+        from .agent import CellOptions
+
+        if not prompt:
+            raise UsageError("%%agent: the task is empty: write what the agent should do in the cell")
+        overrides = {
+            "approve": args.approve, "max_turns": args.max_turns, "max_cost": args.max_cost,
+            "max_tokens": args.max_tokens, "timeout": args.timeout, "model": args.model,
+        }  # fmt: skip
+        try:
+            settings = self.agent.manager.settings.model_copy(
+                update={k: v for k, v in overrides.items() if v is not None}
+            )
+            settings = type(settings).model_validate(settings.model_dump())
+        except ValidationError as exc:
+            raise UsageError(f"%%agent: {_first_error(exc)}") from None
+        self.agent.run_cell(prompt, CellOptions(settings=settings, fresh=args.fresh, new=args.new))
+
+
+def _first_error(exc: Any) -> str:
+    err = exc.errors(include_url=False)[0]
+    return f"--{str(err['loc'][0]).replace('_', '-')}: {err['msg']}"
+
+
+def _commands() -> dict[str, Any]:
+    from . import commands
+
+    return commands.COMMANDS

@@ -1,0 +1,75 @@
+"""Saving records into the notebook: the ``qloop`` comm to the labextension, and the output mirror.
+
+The kernel never writes the .ipynb. The labextension sets ``cell.metadata.qloop`` from the comm; the
+mirror (a display_data with the record as JSON, updated in place) keeps the record in headless runs and in
+frontends without the extension.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from typing import Any
+
+from IPython.display import display
+
+from .record import MIME_TYPE, CellRecord
+from .transcript import summary_line, to_markdown
+
+log = logging.getLogger("qloop.store")
+COMM_TARGET = "qloop"
+
+
+class _Bridge:
+    """One comm per kernel to the frontend; replies (acks) are logged, never waited for."""
+
+    def __init__(self) -> None:
+        self._comm: Any = None
+        self._ids = itertools.count(1)
+        self.acks: list[dict[str, Any]] = []
+
+    def send(self, payload: dict[str, Any]) -> None:
+        payload = {**payload, "request_id": f"r{next(self._ids)}"}
+        try:
+            self._open().send(payload)
+        except Exception as exc:  # a closed or refused comm: the mirror still holds the record
+            log.info("qloop comm unavailable (%s); the output mirror keeps the record", exc)
+            self._comm = None
+
+    def _open(self) -> Any:
+        if self._comm is None or getattr(self._comm, "_closed", False):
+            from comm import create_comm
+
+            self._comm = create_comm(target_name=COMM_TARGET, data={"op": "hello"})
+            self._comm.on_msg(self._on_msg)
+        return self._comm
+
+    def _on_msg(self, msg: dict[str, Any]) -> None:
+        data = msg.get("content", {}).get("data", {})
+        self.acks.append(data)
+        if isinstance(data, dict) and data.get("ok") is False:
+            log.warning("the frontend did not save the record: %s", data.get("error"))
+
+
+_bridge = _Bridge()
+
+
+class NotebookStore:
+    """RecordStore for one agent cell."""
+
+    def __init__(self, cell_id: str | None) -> None:
+        self.cell_id = cell_id
+        self._handle: Any = None
+
+    def save(self, record: CellRecord) -> None:
+        self.publish(record.to_json(), record)
+
+    def publish(self, data: dict[str, Any], record: CellRecord) -> None:
+        """Show ``data`` (an already sealed record) in the mirror and send it to the frontend."""
+        bundle = {MIME_TYPE: data, "text/markdown": to_markdown(record), "text/plain": summary_line(record)}
+        if self._handle is None:
+            self._handle = display(bundle, raw=True, display_id=True)
+        else:
+            self._handle.update(bundle, raw=True)
+        if self.cell_id:
+            _bridge.send({"op": "set_metadata", "cell_id": self.cell_id, "key": "qloop", "value": data})

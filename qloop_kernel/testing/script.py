@@ -1,0 +1,371 @@
+"""The reply and fault model: what the stand-in answers to each Messages request.
+
+A script is a list of items consumed one per ``POST /v1/messages``: a ``Reply`` (a message, maybe
+with a mid-stream fault), a ``Fault`` (an HTTP error status instead of a message) or a callable that
+receives the ``RecordedRequest`` and returns either. Once the list is empty the responder answers.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import secrets
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Union
+
+from .errors import default_message, error_type_for_status
+from .record import RecordedRequest
+
+StopReason = Literal[
+    "end_turn",
+    "max_tokens",
+    "stop_sequence",
+    "tool_use",
+    "pause_turn",
+    "refusal",
+    "model_context_window_exceeded",
+]
+STOP_REASONS: frozenset[str] = frozenset(StopReason.__args__)  # type: ignore[attr-defined]
+USAGE_FIELDS = frozenset(
+    {"input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"}
+)
+
+
+class ScriptError(ValueError):
+    """A script that cannot be served: a bad item, a bad JSON form or a failing callable."""
+
+
+# Content blocks --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TextBlock:
+    """A text block of a scripted reply."""
+
+    text: str
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the block as the API sends it."""
+        return {"type": "text", "text": self.text}
+
+
+@dataclass(frozen=True)
+class ThinkingBlock:
+    """A thinking block of a scripted reply; ``signature`` is opaque, like the API's."""
+
+    thinking: str
+    signature: str
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the block as the API sends it."""
+        return {"type": "thinking", "thinking": self.thinking, "signature": self.signature}
+
+
+@dataclass(frozen=True)
+class ToolUseBlock:
+    """A tool call of a scripted reply."""
+
+    id: str
+    name: str
+    input: Mapping[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the block as the API sends it."""
+        return {"type": "tool_use", "id": self.id, "name": self.name, "input": dict(self.input)}
+
+
+ContentBlock = Union[TextBlock, ThinkingBlock, ToolUseBlock]
+
+
+def text(value: str) -> TextBlock:
+    """Return a text block."""
+    return TextBlock(value)
+
+
+def thinking(value: str, signature: str | None = None) -> ThinkingBlock:
+    """Return a thinking block; the signature defaults to a digest of the text."""
+    if signature is None:
+        signature = base64.b64encode(hashlib.sha256(value.encode()).digest()).decode()
+    return ThinkingBlock(value, signature)
+
+
+def tool_use(name: str, input: Mapping[str, Any], id: str | None = None) -> ToolUseBlock:  # noqa: A002
+    """Return a tool call; ``id`` defaults to a fresh ``toolu_...`` identifier."""
+    return ToolUseBlock(id or f"toolu_{secrets.token_hex(12)}", name, dict(input))
+
+
+def block_from_json(data: Any) -> ContentBlock:
+    """Build a content block from its JSON form (``id`` and ``signature`` are optional)."""
+    kind = data.get("type") if isinstance(data, Mapping) else None
+    try:
+        if kind == "text":
+            return text(_string(data, "text"))
+        if kind == "thinking":
+            return thinking(_string(data, "thinking"), data.get("signature"))
+        if kind == "tool_use":
+            return tool_use(_string(data, "name"), _object(data, "input"), data.get("id"))
+    except (KeyError, TypeError) as error:
+        raise ScriptError(f"bad {kind} block {data!r}: {error}") from None
+    raise ScriptError(f"a content block needs type text, thinking or tool_use, got {data!r}")
+
+
+def _string(data: Mapping[str, Any], key: str) -> str:
+    value = data[key]
+    if not isinstance(value, str):
+        raise TypeError(f"{key} must be a string")
+    return value
+
+
+def _object(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = data.get(key, {})
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{key} must be an object")
+    return value
+
+
+# Faults ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fault:
+    """An HTTP error answered instead of a message; it consumes one script item by itself.
+
+    ``error_type`` defaults to the API's type for ``status`` (429 rate_limit_error, 500 api_error,
+    529 overloaded_error, ...) and ``message`` to a message like the API's. ``retry_after``
+    (seconds) sets the ``retry-after`` header; ``headers`` adds any other response header (e.g.
+    ``{"x-should-retry": "false"}``). ``first_byte_delay`` waits before answering.
+    """
+
+    status: int
+    error_type: str = ""
+    message: str = ""
+    retry_after: float | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    first_byte_delay: float = 0.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.status, bool) or not isinstance(self.status, int):
+            raise ScriptError(f"a fault status must be an integer, got {self.status!r}")
+        if not 400 <= self.status <= 599:
+            raise ScriptError(f"a fault status must be 4xx or 5xx, got {self.status}")
+        _check_delay("first_byte_delay", self.first_byte_delay)
+        if self.retry_after is not None:
+            _check_delay("retry_after", self.retry_after)
+        error_type = self.error_type or error_type_for_status(self.status)
+        object.__setattr__(self, "error_type", error_type)
+        object.__setattr__(self, "message", self.message or default_message(error_type))
+        object.__setattr__(self, "headers", dict(self.headers))
+
+
+@dataclass(frozen=True)
+class StreamError:
+    """Send ``after_events`` events of the stream, then an SSE ``event: error``.
+
+    On a non-streaming request the error is answered as the HTTP status of its type instead.
+    """
+
+    after_events: int
+    error_type: str = "overloaded_error"
+    message: str = ""
+
+    def __post_init__(self) -> None:
+        _check_count(self.after_events)
+        object.__setattr__(self, "message", self.message or default_message(self.error_type))
+
+
+@dataclass(frozen=True)
+class DropConnection:
+    """Send ``after_events`` events, then close the socket with no terminating chunk.
+
+    On a non-streaming request the connection is closed before any response.
+    """
+
+    after_events: int
+
+    def __post_init__(self) -> None:
+        _check_count(self.after_events)
+
+
+@dataclass(frozen=True)
+class EarlyClose:
+    """Send ``after_events`` events, then end the response cleanly without the rest.
+
+    Only meaningful for streaming requests; on a non-streaming one it is a script error.
+    """
+
+    after_events: int
+
+    def __post_init__(self) -> None:
+        _check_count(self.after_events)
+
+
+StreamFault = Union[StreamError, DropConnection, EarlyClose]
+
+
+def _check_count(after_events: int) -> None:
+    if isinstance(after_events, bool) or not isinstance(after_events, int) or after_events < 0:
+        raise ScriptError(f"after_events must be an integer >= 0, got {after_events!r}")
+
+
+def _check_delay(name: str, seconds: float) -> None:
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
+        raise ScriptError(f"{name} must be a number of seconds >= 0, got {seconds!r}")
+
+
+# Replies ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted message.
+
+    ``content`` is a string (one text block) or a list of blocks built with ``text``,
+    ``thinking`` and ``tool_use`` (or their JSON forms). ``stop_reason`` defaults to
+    "stop_sequence" when ``stop_sequence`` is set, else "tool_use" when a tool is called, else
+    "end_turn". ``usage`` overrides computed counters; ``model`` defaults to the request's model.
+    ``stream_fault`` interrupts the stream; ``first_byte_delay`` and ``event_delay`` (seconds) slow
+    the answer down before the first byte and between stream events.
+    """
+
+    content: Sequence[ContentBlock | Mapping[str, Any]] | str = ()
+    stop_reason: StopReason | None = None
+    stop_sequence: str | None = None
+    usage: Mapping[str, int] | None = None
+    model: str | None = None
+    stream_fault: StreamFault | None = None
+    first_byte_delay: float = 0.0
+    event_delay: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "content", _normalise_content(self.content))
+        if self.stop_reason is not None and self.stop_reason not in STOP_REASONS:
+            raise ScriptError(f"stop_reason must be one of {sorted(STOP_REASONS)}")
+        for name in ("stop_sequence", "model"):
+            if not isinstance(getattr(self, name), (str, type(None))):
+                raise ScriptError(f"{name} must be a string, got {getattr(self, name)!r}")
+        if self.usage is not None:
+            object.__setattr__(self, "usage", _checked_usage(self.usage))
+        _check_delay("first_byte_delay", self.first_byte_delay)
+        _check_delay("event_delay", self.event_delay)
+
+    @property
+    def blocks(self) -> tuple[ContentBlock, ...]:
+        """The content blocks, in order."""
+        return tuple(self.content)  # type: ignore[arg-type]
+
+    @property
+    def resolved_stop_reason(self) -> StopReason:
+        """The stop reason sent: the given one, or the one inferred from the content."""
+        if self.stop_reason is not None:
+            return self.stop_reason
+        if self.stop_sequence is not None:
+            return "stop_sequence"
+        if any(isinstance(block, ToolUseBlock) for block in self.blocks):
+            return "tool_use"
+        return "end_turn"
+
+    @staticmethod
+    def fault(status: int, **options: Any) -> Fault:
+        """Shorthand for ``Fault(status, ...)``: an HTTP error that takes one script item."""
+        return Fault(status, **options)
+
+
+def _normalise_content(
+    content: Sequence[ContentBlock | Mapping[str, Any]] | str,
+) -> tuple[ContentBlock, ...]:
+    if isinstance(content, str):
+        return (TextBlock(content),)
+    if not isinstance(content, Sequence):
+        raise ScriptError(f"content must be a string or a list of blocks, got {content!r}")
+    blocks: list[ContentBlock] = []
+    for block in content:
+        if isinstance(block, (TextBlock, ThinkingBlock, ToolUseBlock)):
+            blocks.append(block)
+        else:
+            blocks.append(block_from_json(block))
+    return tuple(blocks)
+
+
+def _checked_usage(usage: Mapping[str, int]) -> dict[str, int]:
+    if not isinstance(usage, Mapping):
+        raise ScriptError(f"usage must be a mapping of counters, got {usage!r}")
+    unknown = set(usage) - USAGE_FIELDS
+    if unknown:
+        raise ScriptError(f"unknown usage fields {sorted(unknown)}; allowed: {sorted(USAGE_FIELDS)}")
+    for name, value in usage.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ScriptError(f"usage {name} must be an integer >= 0, got {value!r}")
+    return dict(usage)
+
+
+# Scripts ---------------------------------------------------------------------------------------
+
+Response = Union[Reply, Fault]
+Responder = Callable[[RecordedRequest], Response]
+ScriptItem = Union[Reply, Fault, Responder]
+
+
+def script_exhausted(request: RecordedRequest) -> Response:
+    """The default responder: a 400 invalid_request_error saying the script is exhausted."""
+    return Fault(
+        400,
+        "invalid_request_error",
+        "qloop stand-in: the script is exhausted; add replies to it or give the server a responder",
+    )
+
+
+class Script:
+    """The items still to serve plus the responder for when they run out. Thread-safe."""
+
+    def __init__(self, items: Iterable[ScriptItem] = (), responder: Responder | None = None):
+        self._lock = threading.Lock()
+        self._items: list[ScriptItem] = []
+        self._served = 0
+        self.responder: Responder = responder or script_exhausted
+        self.replace(items)
+
+    @property
+    def remaining(self) -> int:
+        """How many items have not been served yet."""
+        with self._lock:
+            return len(self._items)
+
+    def replace(self, items: Iterable[ScriptItem]) -> None:
+        """Replace the items still to serve (the responder stays)."""
+        checked = [_checked_item(index, item) for index, item in enumerate(items)]
+        with self._lock:
+            self._items = checked
+
+    def next_response(self, request: RecordedRequest) -> Response:
+        """Consume the next item (or ask the responder) and return what to answer."""
+        with self._lock:
+            item: ScriptItem = self._items.pop(0) if self._items else self.responder
+            self._served += 1
+            number = self._served
+        if isinstance(item, (Reply, Fault)):
+            return item
+        return _call(item, request, number)
+
+
+def _checked_item(index: int, item: object) -> ScriptItem:
+    if isinstance(item, (Reply, Fault)) or callable(item):
+        return item  # type: ignore[return-value]
+    raise ScriptError(f"script item {index} must be a Reply, a Fault or a callable, got {item!r}")
+
+
+def _call(item: Responder, request: RecordedRequest, number: int) -> Response:
+    try:
+        response = item(request)
+    except Exception as error:
+        raise ScriptError(
+            f"qloop stand-in: the responder for request {number} raised "
+            f"{type(error).__name__}: {error}"
+        ) from error
+    if not isinstance(response, (Reply, Fault)):
+        raise ScriptError(
+            f"qloop stand-in: the responder for request {number} returned {response!r}, "
+            "not a Reply or a Fault"
+        )
+    return response

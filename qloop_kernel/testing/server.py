@@ -1,0 +1,380 @@
+"""``StandInAPI``: a loopback stand-in for the Anthropic Messages API, driven by a script."""
+
+from __future__ import annotations
+
+import hmac
+import json
+import os
+import secrets
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from os import PathLike
+from types import TracebackType
+from typing import Any
+
+from .errors import error_body, status_for_error_type
+from .jsonform import load_script, parse_script
+from .record import RecordedRequest, RequestLog, redact_headers
+from .script import (
+    DropConnection,
+    EarlyClose,
+    Fault,
+    Reply,
+    Responder,
+    Script,
+    ScriptError,
+    ScriptItem,
+    StreamError,
+)
+from .tokens import PromptCache, count_input_tokens, output_tokens
+from .transport import Exchange, LoopbackHTTPServer
+from .validation import check_count_tokens_request, check_messages_request
+from .wire import message_json, stream_events, usage_json
+
+NO_PROXY = "127.0.0.1,localhost"
+_PROXY_VARIABLES = frozenset({"http_proxy", "https_proxy", "all_proxy"})
+
+
+class _BadRequest(Exception):
+    """An API error answer decided before any reply is produced."""
+
+    def __init__(self, status: int, error_type: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error_type = error_type
+        self.message = message
+
+
+class StandInAPI:
+    """A Messages API on 127.0.0.1 that answers from a script, for tests with the real SDK.
+
+    ``script`` items are consumed one per ``POST /v1/messages``: a ``Reply``, a ``Fault`` or a
+    callable ``(RecordedRequest) -> Reply | Fault``. When they run out, ``responder`` answers
+    (default: a 400 ``invalid_request_error`` saying the script is exhausted). With ``api_key``
+    set, requests need ``x-api-key: KEY`` or ``Authorization: Bearer KEY``. ``port=0`` picks a
+    free port. Use it as a context manager, or call ``start()`` and ``stop()``.
+    """
+
+    def __init__(
+        self,
+        script: Iterable[ScriptItem] = (),
+        *,
+        responder: Responder | None = None,
+        api_key: str | None = None,
+        port: int = 0,
+    ) -> None:
+        self._script = Script(script, responder)
+        self._api_key = api_key
+        self._requested_port = port
+        self._log = RequestLog()
+        self._cache = PromptCache()
+        self._http: LoopbackHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def from_file(cls, path: str | PathLike[str], **options: Any) -> StandInAPI:
+        """Create a server whose script is read from a JSON script file."""
+        return cls(load_script(path), **options)
+
+    # Lifecycle ---------------------------------------------------------------------------------
+
+    def start(self) -> StandInAPI:
+        """Bind 127.0.0.1 and serve on a background thread; return self."""
+        if self._http is not None:
+            raise RuntimeError("the stand-in is already running")
+        self._http = LoopbackHTTPServer(self._requested_port, self._handle)
+        self._thread = threading.Thread(
+            target=self._http.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"qloop-standin-{self.port}",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving, close open connections and wait for the handler threads."""
+        http, thread = self._http, self._thread
+        if http is None or thread is None:
+            return
+        http.stopping.set()
+        http.shutdown()
+        http.close_connections()
+        http.server_close()
+        thread.join()
+        self._http = self._thread = None
+
+    def __enter__(self) -> StandInAPI:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        """The bound port (only while running)."""
+        if self._http is None:
+            raise RuntimeError("the stand-in is not running: call start() first")
+        return int(self._http.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        """The URL to give the SDK as ``base_url`` / ``ANTHROPIC_BASE_URL``."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def environment(
+        self, base: Mapping[str, str] | None = None, *, api_key: str | None = None
+    ) -> dict[str, str]:
+        """Return environment variables for an SDK client (e.g. a kernel) that uses this server.
+
+        Starts from ``base`` (default ``os.environ``), drops proxy variables and
+        ``ANTHROPIC_AUTH_TOKEN``, and sets ``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY`` (``api_key``,
+        else the server's key, else "test") and ``NO_PROXY``.
+        """
+        source = os.environ if base is None else base
+        env = {
+            name: value
+            for name, value in source.items()
+            if name.lower() not in _PROXY_VARIABLES and name != "ANTHROPIC_AUTH_TOKEN"
+        }
+        env.update(
+            ANTHROPIC_BASE_URL=self.base_url,
+            ANTHROPIC_API_KEY=api_key or self._api_key or "test",
+            NO_PROXY=NO_PROXY,
+            no_proxy=NO_PROXY,
+        )
+        return env
+
+    # Script and log ----------------------------------------------------------------------------
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """A copy of the request log, oldest first (control requests are not logged)."""
+        return self._log.snapshot()
+
+    @property
+    def remaining(self) -> int:
+        """How many script items have not been consumed yet."""
+        return self._script.remaining
+
+    def set_script(self, script: Iterable[ScriptItem]) -> None:
+        """Replace the items still to serve; the log and the prompt cache are kept."""
+        self._script.replace(script)
+
+    def reset(self, script: Iterable[ScriptItem] = ()) -> None:
+        """Start afresh: new script items, empty request log, empty prompt cache."""
+        self._script.replace(script)
+        self._log.clear()
+        self._cache.clear()
+
+    # Routing -----------------------------------------------------------------------------------
+
+    def _handle(self, exchange: Exchange) -> None:
+        if exchange.path.startswith("/_qloop/"):
+            self._control(exchange)
+            return
+        body, parse_error = _parse_json(exchange.body)
+        request = RecordedRequest(
+            method=exchange.method,
+            path=exchange.path,
+            headers=redact_headers(exchange.headers),
+            body=body,
+            time=exchange.time,
+        )
+        try:
+            self._route(exchange, request, parse_error)
+        except _BadRequest as bad:
+            self._answer_error(exchange, request, bad.status, bad.error_type, bad.message)
+
+    def _route(self, exchange: Exchange, request: RecordedRequest, parse_error: str | None) -> None:
+        route = (exchange.method, exchange.path)
+        if route not in {("POST", "/v1/messages"), ("POST", "/v1/messages/count_tokens")}:
+            message = f"Not found: {exchange.method} {exchange.path}"
+            raise _BadRequest(404, "not_found_error", message)
+        self._check_auth(exchange.headers)
+        if parse_error is not None:
+            raise _BadRequest(400, "invalid_request_error", parse_error)
+        if exchange.path == "/v1/messages":
+            self._messages(exchange, request)
+        else:
+            self._count_tokens(exchange, request)
+
+    def _check_auth(self, headers: Mapping[str, str]) -> None:
+        if self._api_key is None:
+            return
+        lowered = {name.lower(): value for name, value in headers.items()}
+        scheme, _, token = lowered.get("authorization", "").strip().partition(" ")
+        offered = lowered.get("x-api-key") or (token.strip() if scheme.lower() == "bearer" else "")
+        if not offered:
+            raise _BadRequest(401, "authentication_error", "x-api-key header is required")
+        if not hmac.compare_digest(offered.encode(), self._api_key.encode()):
+            raise _BadRequest(401, "authentication_error", "invalid x-api-key")
+
+    def _count_tokens(self, exchange: Exchange, request: RecordedRequest) -> None:
+        problem = check_count_tokens_request(request.body)
+        if problem:
+            raise _BadRequest(400, "invalid_request_error", problem)
+        answer = {"input_tokens": count_input_tokens(request.body)}
+        self._log.append(replace(request, status=200, usage=answer))
+        exchange.send_json(200, answer)
+
+    # Messages ----------------------------------------------------------------------------------
+
+    def _messages(self, exchange: Exchange, request: RecordedRequest) -> None:
+        problem = check_messages_request(request.body)
+        if problem:
+            raise _BadRequest(400, "invalid_request_error", problem)
+        try:
+            response = self._script.next_response(request)
+        except ScriptError as error:
+            raise _BadRequest(400, "invalid_request_error", str(error)) from None
+        if isinstance(response, Fault):
+            self._answer_fault(exchange, request, response)
+        elif request.stream:
+            self._answer_stream(exchange, request, response)
+        else:
+            self._answer_message(exchange, request, response)
+
+    def _answer_fault(self, exchange: Exchange, request: RecordedRequest, fault: Fault) -> None:
+        headers = dict(fault.headers)
+        if fault.retry_after is not None:
+            headers["retry-after"] = _seconds(fault.retry_after)
+        self._answer_error(
+            exchange,
+            request,
+            fault.status,
+            fault.error_type,
+            fault.message,
+            headers=headers,
+            delay=fault.first_byte_delay,
+        )
+
+    def _answer_message(self, exchange: Exchange, request: RecordedRequest, reply: Reply) -> None:
+        fault = reply.stream_fault
+        if isinstance(fault, StreamError):
+            status = status_for_error_type(fault.error_type)
+            self._answer_error(
+                exchange, request, status, fault.error_type, fault.message, delay=reply.first_byte_delay
+            )
+            return
+        if isinstance(fault, EarlyClose):
+            message = "qloop stand-in: an early_close fault needs a streaming request"
+            raise _BadRequest(400, "invalid_request_error", message)
+        if isinstance(fault, DropConnection):
+            self._log.append(replace(request, error="connection dropped before a response"))
+            if exchange.wait(reply.first_byte_delay):
+                exchange.drop()
+            return
+        message = self._message(exchange, request, reply)
+        self._log.append(replace(request, status=200, usage=message["usage"]))
+        if exchange.wait(reply.first_byte_delay):
+            exchange.send_json(200, message)
+
+    def _answer_stream(self, exchange: Exchange, request: RecordedRequest, reply: Reply) -> None:
+        message = self._message(exchange, request, reply)
+        events = stream_events(
+            reply, message_id=message["id"], model=message["model"], usage=message["usage"]
+        )
+        fault = reply.stream_fault
+        error = fault.message if isinstance(fault, StreamError) else None
+        if isinstance(fault, DropConnection):
+            error = f"connection dropped after {fault.after_events} events"
+        self._log.append(replace(request, status=200, usage=message["usage"], error=error))
+        if not exchange.wait(reply.first_byte_delay):
+            return
+        exchange.start_events()
+        sent = events if fault is None else events[: fault.after_events]
+        for number, (name, data) in enumerate(sent):
+            if number and not exchange.wait(reply.event_delay):
+                return
+            exchange.send_event(name, data)
+        self._end_stream(exchange, reply)
+
+    @staticmethod
+    def _end_stream(exchange: Exchange, reply: Reply) -> None:
+        fault = reply.stream_fault
+        if isinstance(fault, DropConnection):
+            exchange.drop()
+            return
+        if isinstance(fault, StreamError):
+            if not exchange.wait(reply.event_delay):
+                return
+            exchange.send_event("error", error_body(fault.error_type, fault.message))
+        exchange.end_events()
+
+    def _message(self, exchange: Exchange, request: RecordedRequest, reply: Reply) -> dict:
+        content = [block.to_json() for block in reply.blocks]
+        usage = usage_json(self._cache.account(request.body), output_tokens(content), reply.usage)
+        return message_json(
+            reply,
+            message_id=f"msg_{secrets.token_hex(12)}",
+            model=reply.model or request.model or "",
+            usage=usage,
+        )
+
+    def _answer_error(
+        self,
+        exchange: Exchange,
+        request: RecordedRequest,
+        status: int,
+        error_type: str,
+        message: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        delay: float = 0.0,
+    ) -> None:
+        self._log.append(replace(request, status=status, error=message))
+        if exchange.wait(delay):
+            exchange.send_json(status, error_body(error_type, message, exchange.request_id), headers)
+
+    # Control endpoints -------------------------------------------------------------------------
+
+    def _control(self, exchange: Exchange) -> None:
+        route = (exchange.method, exchange.path)
+        if route == ("GET", "/_qloop/requests"):
+            exchange.send_json(200, [request.to_json() for request in self.requests])
+            return
+        if route not in {("POST", "/_qloop/script"), ("POST", "/_qloop/reset")}:
+            message = f"Not found: {exchange.method} {exchange.path}"
+            exchange.send_json(404, error_body("not_found_error", message, exchange.request_id))
+            return
+        try:
+            items = self._control_script(exchange)
+        except ScriptError as error:
+            body = error_body("invalid_request_error", str(error), exchange.request_id)
+            exchange.send_json(400, body)
+            return
+        if exchange.path == "/_qloop/reset":
+            self.reset(items or ())
+        else:
+            self.set_script(items or ())
+        exchange.send_json(200, {"remaining": self.remaining})
+
+    @staticmethod
+    def _control_script(exchange: Exchange) -> list[Reply | Fault] | None:
+        if exchange.path == "/_qloop/reset" and not exchange.body.strip():
+            return None
+        body, parse_error = _parse_json(exchange.body)
+        if parse_error is not None:
+            raise ScriptError(parse_error)
+        return parse_script(body)
+
+
+def _parse_json(raw: bytes) -> tuple[Any, str | None]:
+    """Return (parsed body, None), or (None, error message) when the body is empty or not JSON."""
+    if not raw.strip():
+        return None, "The request body is empty; it must be a JSON object."
+    try:
+        return json.loads(raw), None
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        return None, f"The request body is not valid JSON: {error}"
+
+
+def _seconds(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)

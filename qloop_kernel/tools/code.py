@@ -1,0 +1,134 @@
+"""run_code: run the model's Python in the user's live namespace, through IPython.
+
+Magics, display and inline plots work because the code goes through ``shell.run_cell``. What the code
+printed and displayed is captured, shown in the agent cell, and returned to the model: stdout, stderr, the
+value of the last expression, the exception with a short traceback, and PNG figures as image blocks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import reprlib
+import signal
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ..messages import Block
+from .runtime import ToolFailure, format_exception, strip_ansi, truncate
+
+MAX_IMAGES = 4
+MAX_IMAGE_BASE64 = 2_000_000  # about 1.5 MB of PNG
+MAX_STREAM_CHARS = 10_000
+
+
+class ToolTimeout(Exception):
+    """The code of one run_code call ran past its time limit and was interrupted."""
+
+
+@dataclass
+class CodeRunner:
+    """The ``run_code`` tool bound to an IPython shell."""
+
+    shell: Any
+    timeout_s: float | None = None
+
+    def run_code(self, code: str) -> list[Block]:
+        """Run Python code in the user's live Jupyter kernel namespace (variables persist between
+        calls and are visible to the user). IPython magics and display() work and matplotlib
+        figures are shown inline and returned as images. The last expression's value is returned.
+
+        Args:
+            code: Python source to run, as it would be typed in a notebook cell.
+        """
+        from IPython.utils.capture import capture_output
+
+        with capture_output(display=True) as captured, _time_limit(self.timeout_s):
+            result = self.shell.run_cell(code, store_history=False, silent=False)
+        captured.show()  # the outputs appear in the agent cell, below the call's card
+        error = result.error_before_exec or result.error_in_exec
+        if isinstance(error, KeyboardInterrupt):
+            raise KeyboardInterrupt  # the user's interrupt ends the turn, it is not a tool failure
+        content = _content(captured, result.result, error, self.timeout_s)
+        if error is not None:
+            raise ToolFailure("\n".join(b["text"] for b in content if b["type"] == "text"))
+        return content
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float | None) -> Iterator[None]:
+    """Raise ToolTimeout in the running code after ``seconds`` (main thread, POSIX signals)."""
+    usable = seconds and hasattr(signal, "setitimer")
+    if not usable or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise ToolTimeout(f"the code ran longer than the {seconds:g} s limit and was interrupted")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, float(seconds or 0))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _content(captured: Any, value: Any, error: BaseException | None, timeout: float | None) -> list[Block]:
+    sections: list[str] = []
+    if captured.stdout:
+        sections.append("stdout:\n" + truncate(strip_ansi(captured.stdout), MAX_STREAM_CHARS))
+    if captured.stderr:
+        sections.append("stderr:\n" + truncate(strip_ansi(captured.stderr), MAX_STREAM_CHARS))
+    images, shown = _displays(captured.outputs)
+    sections += shown
+    if value is not None:
+        sections.append("result:\n" + bounded_repr(value))
+    if isinstance(error, ToolTimeout):
+        sections.append(f"error: {error}. Variables may be partly updated.")
+    elif error is not None:
+        sections.append("error:\n" + format_exception(error))
+    text = "\n\n".join(sections) or "(the code ran and printed nothing)"
+    return [{"type": "text", "text": text}, *images]
+
+
+def _displays(outputs: list[Any]) -> tuple[list[Block], list[str]]:
+    images: list[Block] = []
+    texts: list[str] = []
+    skipped = 0
+    for output in outputs:
+        data = getattr(output, "data", {}) or {}
+        png = data.get("image/png")
+        if isinstance(png, str) and len(images) < MAX_IMAGES and len(png) <= MAX_IMAGE_BASE64:
+            images.append(_image(png.replace("\n", "")))
+        elif png:
+            skipped += 1
+        elif "text/plain" in data:
+            texts.append("displayed:\n" + truncate(strip_ansi(str(data["text/plain"])), 4000))
+    if images:
+        texts.append(f"{len(images)} image(s) attached.")
+    if skipped:
+        texts.append(f"{skipped} more image(s) not attached (limit {MAX_IMAGES}, or too large).")
+    return images, texts
+
+
+def _image(data: str) -> Block:
+    return {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}
+
+
+_repr = reprlib.Repr()
+_repr.maxstring = 2000
+_repr.maxother = 2000
+_repr.maxlist = _repr.maxtuple = _repr.maxdict = _repr.maxset = 30
+
+
+def bounded_repr(value: Any, limit: int = 4000) -> str:
+    """A repr that cannot blow up: library objects bound themselves (pandas), the rest is cut."""
+    module = type(value).__module__.split(".")[0]
+    try:
+        text = repr(value) if module in ("pandas", "numpy") else _repr.repr(value)
+    except Exception as exc:  # a broken __repr__ must not fail the tool
+        text = f"<{type(value).__name__} object; repr failed: {type(exc).__name__}: {exc}>"
+    return truncate(text, limit)

@@ -1,0 +1,94 @@
+"""Read-only tool ``notebook_history``: the cells executed in this IPython session."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from qloop_kernel.tools.summaries import bounded_repr, fit_text
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
+
+MIN_MAX_CHARS = 500  # room for the title, a cut cell and the truncation markers
+CELL_SOURCE_CHARS = 2_000
+OUTPUT_CHARS = 500
+
+
+def notebook_history(shell: InteractiveShell, *, last: int = 10, max_chars: int = 8000) -> str:
+    """The last ``last`` non-empty cells executed in this session, oldest first.
+
+    Each cell shows its execution count, its source as typed (bounded) and, when it produced
+    one, a bounded repr of its ``Out[n]`` value. A cell still running (the one calling this
+    tool) is marked as such. When the cells do not fit in ``max_chars`` the oldest are left out
+    and a marker says how many.
+    """
+    if last < 1:
+        raise ValueError(f"last must be at least 1, got {last}")
+    if max_chars < MIN_MAX_CHARS:
+        raise ValueError(f"max_chars must be at least {MIN_MAX_CHARS}, got {max_chars}")
+    cells = [(count, source) for count, source in enumerate(_inputs(shell)) if source.strip()]
+    if not cells:
+        return "No cells have been executed in this session yet."
+    outputs = _outputs(shell)
+    chosen = cells[-last:]
+    blocks = [
+        _cell_block(count, source, outputs, running=count >= shell.execution_count)
+        for count, source in chosen
+    ]
+    title = f"Last {len(chosen)} of {len(cells)} executed cells, oldest first:"
+    return _fit_newest(title, blocks, max_chars)
+
+
+def _inputs(shell: InteractiveShell) -> Sequence[str]:
+    # The raw history holds what the user typed (``%%time``, not its Python translation).
+    raw = getattr(shell.history_manager, "input_hist_raw", None)
+    if raw:
+        return [str(source) for source in raw]
+    return [str(source) for source in shell.user_ns.get("In", [])]
+
+
+def _outputs(shell: InteractiveShell) -> Mapping[int, object]:
+    out = shell.user_ns.get("Out")
+    if isinstance(out, Mapping):
+        return out
+    return getattr(shell.history_manager, "output_hist", {})
+
+
+def _cell_block(count: int, source: str, outputs: Mapping[int, object], *, running: bool) -> str:
+    state = " (running now)" if running else ""
+    text = source.rstrip("\n")
+    if len(text) > CELL_SOURCE_CHARS:
+        text = (
+            f"{text[:CELL_SOURCE_CHARS]}\n[... {len(text) - CELL_SOURCE_CHARS:,} more characters]"
+        )
+    lines = [f"In [{count}]{state}:", text]
+    if count in outputs:
+        rendered = bounded_repr(outputs[count], OUTPUT_CHARS)
+        separator = "\n" if "\n" in rendered else " "
+        lines.append(f"Out[{count}]:{separator}{rendered}")
+    return "\n".join(lines)
+
+
+def _fit_newest(title: str, blocks: list[str], max_chars: int) -> str:
+    """Keep the newest blocks that fit, oldest first, with a marker for the ones left out."""
+    kept: list[str] = []
+    used = len(title)
+    for index in reversed(range(len(blocks))):
+        # ``index`` blocks are older than this one: keep room for a marker counting them.
+        reserve = len(_omitted_marker(index)) + 2 if index else 0
+        if used + len(blocks[index]) + 2 + reserve <= max_chars:
+            kept.append(blocks[index])
+            used += len(blocks[index]) + 2
+            continue
+        omitted = index + 1
+        if not kept:  # the newest cell alone is too long: show it cut rather than nothing
+            kept.append(fit_text(blocks[index], max_chars - used - 2 - reserve, "cell too long"))
+            omitted = index
+        parts = [title, _omitted_marker(omitted)] if omitted else [title]
+        return "\n\n".join([*parts, *reversed(kept)])
+    return "\n\n".join([title, *reversed(kept)])
+
+
+def _omitted_marker(count: int) -> str:
+    return f"[... {count:,} earlier cells not shown (max_chars); ask for fewer with last=]"

@@ -1,0 +1,259 @@
+"""Read-only tools over the user's live namespace: ``list_variables`` and ``inspect_variable``.
+
+Both are pure functions of a namespace mapping (the IPython ``user_ns``) and return bounded
+plain text for the model. pandas and numpy are never imported here: their objects are
+recognised through ``sys.modules`` (see :mod:`qloop_kernel.tools.summaries`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import sys
+import types
+from collections.abc import Container, Mapping, Sequence
+
+from qloop_kernel.tools import summaries
+from qloop_kernel.tools.summaries import (
+    bounded_repr,
+    cut,
+    fit_text,
+    format_bytes,
+    format_shape,
+    format_table,
+    is_dataframe,
+    is_function_like,
+    is_ndarray,
+    is_series,
+    qualified_name,
+    shape_of,
+)
+
+IPYTHON_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit"})
+MIN_MAX_CHARS = 500  # room for a title, a table header and a truncation marker
+MAX_ROWS = 1_000
+_PREVIEW_TYPES = (bool, int, float, complex, str, bytes, type(None))
+
+
+class UnknownNameError(KeyError):
+    """A variable or attribute that does not exist; the message suggests close names."""
+
+    def __str__(self) -> str:
+        # KeyError's own __str__ shows the repr of its argument, quotes and all.
+        return str(self.args[0]) if self.args else ""
+
+
+def list_variables(
+    namespace: Mapping[str, object],
+    *,
+    hidden: Container[str] = (),
+    limit: int = 200,
+    max_chars: int = 8000,
+) -> str:
+    """List the user's variables, one line each: name, type, shape or length, memory, details.
+
+    Skips names starting with ``_``, modules, IPython's own names, names in ``hidden`` and
+    classes or functions imported from libraries (those defined in the notebook are kept).
+    When ``hidden`` is a mapping (IPython's ``shell.user_ns_hidden``), a hidden name the user
+    has since rebound to another object is listed, as IPython's ``%who`` does. Memory is
+    ``memory_usage(deep=False)`` for pandas objects, ``nbytes`` for numpy arrays and the shallow
+    ``sys.getsizeof`` otherwise. At most ``limit`` variables and ``max_chars`` characters are
+    returned; a final line says how many variables were left out.
+    """
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, got {limit}")
+    _check_max_chars(max_chars)
+    names = sorted(
+        (name for name, value in namespace.items() if _is_user_variable(name, value, hidden)),
+        key=lambda name: (name.casefold(), name),
+    )
+    if not names:
+        return "No user variables defined."
+    rows = [_variable_row(name, namespace[name]) for name in names[:limit]]
+    header = ["name", "type", "shape/len", "memory", "details"]
+    table = format_table(header, rows).split("\n")
+    title = f"{len(names):,} user variables (memory is shallow except pandas/numpy objects):"
+    return _fit_lines([title, table[0]], table[1:], len(names), max_chars, limit)
+
+
+def inspect_variable(
+    namespace: Mapping[str, object],
+    name: str,
+    *,
+    columns: Sequence[str] | None = None,
+    offset: int = 0,
+    rows: int = 5,
+    max_chars: int = 8000,
+) -> str:
+    """Type-aware summary of one variable, or of an attribute path such as ``model.coef_``.
+
+    DataFrames: shape, dtypes, memory, index, ``rows`` rows from ``offset`` (of the selected
+    ``columns``), then per column the null count and statistics, computed on a deterministic
+    sample for big frames. Series and numpy arrays likewise; containers, strings, functions,
+    classes, modules and other objects get their own summaries. The text is at most
+    ``max_chars`` characters and ends with an explicit marker when it was cut.
+
+    Raises KeyError (with close names) for an unknown variable or attribute, and ValueError for
+    a malformed name, unknown columns, or paging that does not fit the variable.
+    """
+    _check_max_chars(max_chars)
+    if offset < 0:
+        raise ValueError(f"offset must be 0 or more, got {offset}")
+    if not 0 <= rows <= MAX_ROWS:
+        raise ValueError(f"rows must be between 0 and {MAX_ROWS:,} (page with offset=), got {rows}")
+    paging = summaries.Paging(columns=_column_names(columns), offset=offset, rows=rows)
+    path = name.strip()
+    obj = resolve_path(namespace, path)
+    text = summaries.summarize(obj, path, paging)
+    return fit_text(text, max_chars, "narrow it with columns=, offset= and rows=")
+
+
+def resolve_path(namespace: Mapping[str, object], path: str) -> object:
+    """The object at ``path``: a variable name, optionally followed by ``.attribute`` parts.
+
+    Attributes are read with ``getattr``; nothing is evaluated.
+    """
+    parts = path.split(".")
+    if not all(part.isidentifier() for part in parts):
+        raise ValueError(
+            f"{path!r} is not a variable name or dotted attribute path (such as df or "
+            "model.coef_); indexing and calls are not supported"
+        )
+    root = parts[0]
+    if root not in namespace:
+        candidates = [key for key in namespace if isinstance(key, str) and not key.startswith("_")]
+        raise UnknownNameError(f"No variable named {root!r}. {_suggest(root, candidates)}")
+    obj = namespace[root]
+    for depth, attribute in enumerate(parts[1:], start=1):
+        try:
+            obj = getattr(obj, attribute)
+        except AttributeError:
+            owner = ".".join(parts[:depth])
+            raise UnknownNameError(
+                f"{owner!r} ({qualified_name(type(obj))}) has no attribute {attribute!r}. "
+                f"{_suggest(attribute, _attribute_names(obj))}"
+            ) from None
+    return obj
+
+
+def _suggest(name: str, candidates: Sequence[str]) -> str:
+    close = difflib.get_close_matches(name, candidates, n=5, cutoff=0.6)
+    if close:
+        return "Did you mean: " + ", ".join(close) + "?"
+    return "Use list_variables to see the available variables."
+
+
+def _attribute_names(obj: object) -> list[str]:
+    try:
+        return [name for name in dir(obj) if not name.startswith("__")]
+    except Exception:
+        return []
+
+
+def _check_max_chars(max_chars: int) -> None:
+    if max_chars < MIN_MAX_CHARS:
+        raise ValueError(f"max_chars must be at least {MIN_MAX_CHARS}, got {max_chars}")
+
+
+def _column_names(columns: Sequence[str] | None) -> tuple[str, ...] | None:
+    if columns is None:
+        return None
+    names = (columns,) if isinstance(columns, str) else tuple(str(column) for column in columns)
+    if not names:
+        raise ValueError("columns must name at least one column (or be omitted)")
+    return names
+
+
+# ---------------------------------------------------------------------------------------------
+# list_variables helpers
+# ---------------------------------------------------------------------------------------------
+
+
+def _is_user_variable(name: object, value: object, hidden: Container[str]) -> bool:
+    if not isinstance(name, str) or name.startswith("_") or name in IPYTHON_NAMES:
+        return False
+    if isinstance(value, types.ModuleType) or _is_hidden(name, value, hidden):
+        return False
+    return not is_function_like(value) or getattr(value, "__module__", None) == "__main__"
+
+
+def _is_hidden(name: str, value: object, hidden: Container[str]) -> bool:
+    if isinstance(hidden, Mapping):
+        return name in hidden and hidden[name] is value
+    return name in hidden
+
+
+def _variable_row(name: str, value: object) -> list[str]:
+    kind = "class" if isinstance(value, type) else qualified_name(type(value))
+    return [cut(name, 40), cut(kind, 40), _size_text(value), _memory_text(value), _details(value)]
+
+
+def _size_text(value: object) -> str:
+    shape = shape_of(value)
+    if shape is not None:
+        return format_shape(shape)
+    if isinstance(value, type) or not hasattr(type(value), "__len__"):
+        return ""
+    try:
+        return f"{len(value):,}"  # type: ignore[arg-type]
+    except Exception:
+        return ""
+
+
+def _memory_text(value: object) -> str:
+    try:
+        if is_dataframe(value):
+            size = int(value.memory_usage(deep=False).sum())  # type: ignore[attr-defined]
+        elif is_series(value):
+            size = int(value.memory_usage(deep=False))  # type: ignore[attr-defined]
+        elif is_ndarray(value):
+            size = int(value.nbytes)  # type: ignore[attr-defined]
+        else:
+            size = sys.getsizeof(value)
+    except Exception:  # a broken __sizeof__ or memory_usage must not hide the variable
+        return ""
+    return format_bytes(size)
+
+
+def _details(value: object) -> str:
+    if is_dataframe(value):
+        counts = value.dtypes.value_counts()  # type: ignore[attr-defined]
+        return cut(", ".join(f"{count} {dtype}" for dtype, count in counts.items()), 60)
+    if is_series(value) or is_ndarray(value):
+        return f"dtype {value.dtype}"  # type: ignore[attr-defined]
+    if is_function_like(value):
+        return _signature_text(value)
+    if isinstance(value, _PREVIEW_TYPES) or type(value).__module__ == "numpy":
+        return bounded_repr(value, 40)
+    return ""
+
+
+def _signature_text(value: object) -> str:
+    try:
+        signature = str(inspect.signature(value))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return ""
+    return cut(getattr(value, "__name__", "") + signature, 60)
+
+
+def _fit_lines(head: list[str], rows: list[str], total: int, max_chars: int, limit: int) -> str:
+    """Keep whole variable lines within ``max_chars``, ending with a marker for the rest."""
+    kept = list(head)
+    used = sum(len(line) + 1 for line in head)
+    for shown, line in enumerate(rows):
+        rest = total - shown - 1
+        reserve = len(_omitted_marker(rest, limit, max_chars)) + 1 if rest else 0
+        if used + len(line) + 1 + reserve > max_chars:
+            return "\n".join([*kept, _omitted_marker(total - shown, limit, max_chars)])
+        kept.append(line)
+        used += len(line) + 1
+    if total > len(rows):
+        kept.append(_omitted_marker(total - len(rows), limit, max_chars))
+    return "\n".join(kept)
+
+
+def _omitted_marker(count: int, limit: int, max_chars: int) -> str:
+    return (
+        f"[... {count:,} more variables not shown (limit={limit}, max_chars={max_chars}); "
+        "inspect one with inspect_variable]"
+    )

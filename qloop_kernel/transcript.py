@@ -1,0 +1,44 @@
+"""Text forms of a saved record: Markdown (the mirror's fallback, ``qloop show``) and a one-line summary."""
+
+from __future__ import annotations
+
+import json
+
+from .record import CellRecord
+
+
+def usage_line(record: CellRecord) -> str:
+    usage = record.usage
+    total = (
+        usage.input_tokens
+        + usage.output_tokens
+        + usage.cache_read_input_tokens
+        + usage.cache_creation_input_tokens
+    )
+    cost = "cost unknown" if record.cost_usd is None else f"${record.cost_usd:.4f}"
+    cached = usage.cache_read_input_tokens
+    return f"{record.model_calls} model call(s) · {total:,} tokens ({cached:,} cached) · {cost}"
+
+
+def summary_line(record: CellRecord) -> str:
+    steps = len(record.replay_steps())
+    return f"qloop agent turn · {record.status} · {steps} code step(s) · {usage_line(record)}"
+
+
+def to_markdown(record: CellRecord) -> str:
+    """A readable transcript for frontends without the qloop extension."""
+    lines = [f"**qloop** · `{record.status}` · {record.model} · {usage_line(record)}", ""]
+    lines += ["> " + line for line in record.prompt.splitlines() or [""]]
+    for index, call in enumerate(record.tool_calls, 1):
+        decision = call.decision.kind + (f": {call.decision.reason}" if call.decision.reason else "")
+        lines += ["", f"**{index}. `{call.name}`** — {decision}"]
+        code = call.input.get("code")
+        if isinstance(code, str):
+            lines += ["```python", code.rstrip(), "```"]
+        else:
+            lines += ["```json", json.dumps(call.input, ensure_ascii=False), "```"]
+    if record.error:
+        lines += ["", f"**Error:** {record.error}"]
+    if record.answer:
+        lines += ["", record.answer]
+    return "\n".join(lines)
