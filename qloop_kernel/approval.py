@@ -106,9 +106,9 @@ class ApprovalCard:
         """Block until a button is clicked; a kernel interrupt disables the card and propagates."""
         try:
             wait_until(lambda: self.decision is not None)
-        except KeyboardInterrupt:
-            self.close("interrupted — not run")
-            raise
+        finally:
+            if self.decision is None:
+                self.close("interrupted — not run")
         decision = self.decision
         assert decision is not None
         self.close(describe(decision))
@@ -147,7 +147,11 @@ class CardApprover:
 
     def decide(self, request: ApprovalRequest) -> Decision:
         card = ApprovalCard(request, allow_always=self.allow_always)
-        display(card.widget)
+        try:
+            display(card.widget)
+        except KeyboardInterrupt:
+            card.close("interrupted — not run")
+            raise
         return card.wait()
 
 

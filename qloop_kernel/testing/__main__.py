@@ -46,13 +46,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ScriptError) as error:
         print(f"qloop stand-in: cannot load the script: {error}", file=sys.stderr)
         return 2
+    stop = _termination_event()
+    server = StandInAPI(script, api_key=args.api_key, port=args.port)
+    try:
+        server.start()
+    except OSError as error:
+        print(f"qloop stand-in: cannot listen on port {args.port}: {error}", file=sys.stderr)
+        return 2
+    try:
+        print(server.base_url, flush=True)
+        stop.wait()
+    finally:
+        server.stop()
+    return 0
+
+
+def _termination_event() -> threading.Event:
+    """Return an event set by SIGTERM or SIGINT (installed before the URL is announced)."""
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    with StandInAPI(script, api_key=args.api_key, port=args.port) as server:
-        print(server.base_url, flush=True)
-        stop.wait()
-    return 0
+    return stop
 
 
 if __name__ == "__main__":

@@ -32,8 +32,9 @@ class RecordedRequest:
 
     ``headers`` has lower-case names with credentials redacted; ``body`` is the parsed JSON body
     (None when absent or not JSON); ``time`` is ``time.time()`` on arrival. ``status`` is the HTTP
-    status answered (None when the connection was dropped before a response), ``usage`` the usage object reported (None when no message was produced) and
-    ``error`` the error message sent, HTTP or mid-stream (None when there was none).
+    status answered (None when the connection was dropped before any response); ``usage`` is the
+    usage object reported (for count_tokens, the count; None when no message was produced);
+    ``error`` is the error message sent, HTTP or mid-stream, or a note on a dropped connection.
     """
 
     method: str

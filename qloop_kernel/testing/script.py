@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import secrets
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from .errors import default_message, error_type_for_status
 from .record import RecordedRequest
@@ -71,12 +72,18 @@ class ToolUseBlock:
     name: str
     input: Mapping[str, Any]
 
+    def __post_init__(self) -> None:
+        try:
+            json.dumps(self.input)
+        except (TypeError, ValueError) as error:
+            raise ScriptError(f"tool_use input must be JSON-serialisable: {error}") from None
+
     def to_json(self) -> dict[str, Any]:
         """Return the block as the API sends it."""
         return {"type": "tool_use", "id": self.id, "name": self.name, "input": dict(self.input)}
 
 
-ContentBlock = Union[TextBlock, ThinkingBlock, ToolUseBlock]
+ContentBlock = TextBlock | ThinkingBlock | ToolUseBlock
 
 
 def text(value: str) -> TextBlock:
@@ -201,7 +208,7 @@ class EarlyClose:
         _check_count(self.after_events)
 
 
-StreamFault = Union[StreamError, DropConnection, EarlyClose]
+StreamFault = StreamError | DropConnection | EarlyClose
 
 
 def _check_count(after_events: int) -> None:
@@ -240,7 +247,9 @@ class Reply:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "content", _normalise_content(self.content))
-        if self.stop_reason is not None and self.stop_reason not in STOP_REASONS:
+        if self.stop_reason is not None and (
+            not isinstance(self.stop_reason, str) or self.stop_reason not in STOP_REASONS
+        ):
             raise ScriptError(f"stop_reason must be one of {sorted(STOP_REASONS)}")
         for name in ("stop_sequence", "model"):
             if not isinstance(getattr(self, name), (str, type(None))):
@@ -293,7 +302,9 @@ def _checked_usage(usage: Mapping[str, int]) -> dict[str, int]:
         raise ScriptError(f"usage must be a mapping of counters, got {usage!r}")
     unknown = set(usage) - USAGE_FIELDS
     if unknown:
-        raise ScriptError(f"unknown usage fields {sorted(unknown)}; allowed: {sorted(USAGE_FIELDS)}")
+        raise ScriptError(
+            f"unknown usage fields {sorted(unknown)}; allowed: {sorted(USAGE_FIELDS)}"
+        )
     for name, value in usage.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ScriptError(f"usage {name} must be an integer >= 0, got {value!r}")
@@ -302,9 +313,9 @@ def _checked_usage(usage: Mapping[str, int]) -> dict[str, int]:
 
 # Scripts ---------------------------------------------------------------------------------------
 
-Response = Union[Reply, Fault]
+Response = Reply | Fault
 Responder = Callable[[RecordedRequest], Response]
-ScriptItem = Union[Reply, Fault, Responder]
+ScriptItem = Reply | Fault | Responder
 
 
 def script_exhausted(request: RecordedRequest) -> Response:
@@ -351,7 +362,7 @@ class Script:
 
 def _checked_item(index: int, item: object) -> ScriptItem:
     if isinstance(item, (Reply, Fault)) or callable(item):
-        return item  # type: ignore[return-value]
+        return item
     raise ScriptError(f"script item {index} must be a Reply, a Fault or a callable, got {item!r}")
 
 

@@ -18,7 +18,6 @@ from .jsonform import load_script, parse_script
 from .record import RecordedRequest, RequestLog, redact_headers
 from .script import (
     DropConnection,
-    EarlyClose,
     Fault,
     Reply,
     Responder,
@@ -134,8 +133,8 @@ class StandInAPI:
         """Return environment variables for an SDK client (e.g. a kernel) that uses this server.
 
         Starts from ``base`` (default ``os.environ``), drops proxy variables and
-        ``ANTHROPIC_AUTH_TOKEN``, and sets ``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY`` (``api_key``,
-        else the server's key, else "test") and ``NO_PROXY``.
+        ``ANTHROPIC_AUTH_TOKEN``, and sets ``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY``
+        (``api_key``, else the server's key, else "test") and ``NO_PROXY``.
         """
         source = os.environ if base is None else base
         env = {
@@ -256,28 +255,35 @@ class StandInAPI:
         )
 
     def _answer_message(self, exchange: Exchange, request: RecordedRequest, reply: Reply) -> None:
-        fault = reply.stream_fault
-        if isinstance(fault, StreamError):
-            status = status_for_error_type(fault.error_type)
-            self._answer_error(
-                exchange, request, status, fault.error_type, fault.message, delay=reply.first_byte_delay
-            )
+        if reply.stream_fault is not None:
+            self._answer_unstreamed_fault(exchange, request, reply)
             return
-        if isinstance(fault, EarlyClose):
-            message = "qloop stand-in: an early_close fault needs a streaming request"
-            raise _BadRequest(400, "invalid_request_error", message)
-        if isinstance(fault, DropConnection):
-            self._log.append(replace(request, error="connection dropped before a response"))
-            if exchange.wait(reply.first_byte_delay):
-                exchange.drop()
-            return
-        message = self._message(exchange, request, reply)
+        message = self._message(request, reply)
         self._log.append(replace(request, status=200, usage=message["usage"]))
         if exchange.wait(reply.first_byte_delay):
             exchange.send_json(200, message)
 
+    def _answer_unstreamed_fault(
+        self, exchange: Exchange, request: RecordedRequest, reply: Reply
+    ) -> None:
+        """Apply a stream fault to a non-streaming request, as the API's failure would look."""
+        fault = reply.stream_fault
+        if isinstance(fault, StreamError):
+            status = status_for_error_type(fault.error_type)
+            delay = reply.first_byte_delay
+            self._answer_error(
+                exchange, request, status, fault.error_type, fault.message, delay=delay
+            )
+        elif isinstance(fault, DropConnection):
+            self._log.append(replace(request, error="connection dropped before a response"))
+            if exchange.wait(reply.first_byte_delay):
+                exchange.drop()
+        else:
+            message = "qloop stand-in: an early_close fault needs a streaming request"
+            raise _BadRequest(400, "invalid_request_error", message)
+
     def _answer_stream(self, exchange: Exchange, request: RecordedRequest, reply: Reply) -> None:
-        message = self._message(exchange, request, reply)
+        message = self._message(request, reply)
         events = stream_events(
             reply, message_id=message["id"], model=message["model"], usage=message["usage"]
         )
@@ -308,7 +314,7 @@ class StandInAPI:
             exchange.send_event("error", error_body(fault.error_type, fault.message))
         exchange.end_events()
 
-    def _message(self, exchange: Exchange, request: RecordedRequest, reply: Reply) -> dict:
+    def _message(self, request: RecordedRequest, reply: Reply) -> dict[str, Any]:
         content = [block.to_json() for block in reply.blocks]
         usage = usage_json(self._cache.account(request.body), output_tokens(content), reply.usage)
         return message_json(
@@ -331,7 +337,9 @@ class StandInAPI:
     ) -> None:
         self._log.append(replace(request, status=status, error=message))
         if exchange.wait(delay):
-            exchange.send_json(status, error_body(error_type, message, exchange.request_id), headers)
+            exchange.send_json(
+                status, error_body(error_type, message, exchange.request_id), headers
+            )
 
     # Control endpoints -------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ transfer encoding, so a client can tell a clean end (terminating chunk) from a d
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import secrets
@@ -52,7 +53,11 @@ class Exchange:
             # The SDK always sends Content-Length; an unread chunked body would desync keep-alive.
             self._handler.close_connection = True
             return b""
-        length = int(self._handler.headers.get("content-length") or 0)
+        try:
+            length = int(self._handler.headers.get("content-length") or 0)
+        except ValueError:
+            self._handler.close_connection = True
+            return b""
         return self._handler.rfile.read(length) if length > 0 else b""
 
     def wait(self, seconds: float) -> bool:
@@ -93,10 +98,8 @@ class Exchange:
     def drop(self) -> None:
         """Close the connection at once, whatever has been sent so far."""
         self._handler.close_connection = True
-        try:
+        with contextlib.suppress(OSError):
             self._handler.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
 
     def _start(self, status: int, headers: Mapping[str, str]) -> None:
         self.started = True
@@ -137,10 +140,8 @@ class LoopbackHTTPServer(ThreadingHTTPServer):
         with self._connections_lock:
             connections = list(self._connections)
         for connection in connections:
-            try:
+            with contextlib.suppress(OSError):
                 connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         logger.exception("qloop stand-in: error while serving %s", client_address)

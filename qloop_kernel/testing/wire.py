@@ -52,7 +52,9 @@ def stop_details(reply: Reply) -> dict[str, Any] | None:
     return None
 
 
-def message_json(reply: Reply, *, message_id: str, model: str, usage: Mapping[str, Any]) -> dict:
+def message_json(
+    reply: Reply, *, message_id: str, model: str, usage: Mapping[str, Any]
+) -> dict[str, Any]:
     """Return the complete Message object of a non-streaming response."""
     return {
         "id": message_id,
@@ -113,11 +115,14 @@ def _message_delta(reply: Reply, usage: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _block_events(index: int, block: ContentBlock) -> Iterator[Event]:
-    yield "content_block_start", {
-        "type": "content_block_start",
-        "index": index,
-        "content_block": _empty_block(block),
-    }
+    yield (
+        "content_block_start",
+        {
+            "type": "content_block_start",
+            "index": index,
+            "content_block": _empty_block(block),
+        },
+    )
     for delta in _deltas(block):
         yield "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
     yield "content_block_stop", {"type": "content_block_stop", "index": index}

@@ -57,7 +57,7 @@ def _outputs(shell: InteractiveShell) -> Mapping[int, object]:
 
 def _cell_block(count: int, source: str, outputs: Mapping[int, object], *, running: bool) -> str:
     state = " (running now)" if running else ""
-    text = source.rstrip("\n")
+    text = source.strip("\n")
     if len(text) > CELL_SOURCE_CHARS:
         text = (
             f"{text[:CELL_SOURCE_CHARS]}\n[... {len(text) - CELL_SOURCE_CHARS:,} more characters]"

@@ -122,7 +122,8 @@ def resolve_path(namespace: Mapping[str, object], path: str) -> object:
     root = parts[0]
     if root not in namespace:
         candidates = [key for key in namespace if isinstance(key, str) and not key.startswith("_")]
-        raise UnknownNameError(f"No variable named {root!r}. {_suggest(root, candidates)}")
+        hint = _suggest(root, candidates, "Use list_variables to see the available variables.")
+        raise UnknownNameError(f"No variable named {root!r}. {hint}")
     obj = namespace[root]
     for depth, attribute in enumerate(parts[1:], start=1):
         try:
@@ -131,23 +132,26 @@ def resolve_path(namespace: Mapping[str, object], path: str) -> object:
             owner = ".".join(parts[:depth])
             raise UnknownNameError(
                 f"{owner!r} ({qualified_name(type(obj))}) has no attribute {attribute!r}. "
-                f"{_suggest(attribute, _attribute_names(obj))}"
+                f"{_attribute_hint(attribute, obj)}"
             ) from None
     return obj
 
 
-def _suggest(name: str, candidates: Sequence[str]) -> str:
+def _suggest(name: str, candidates: Sequence[str], fallback: str) -> str:
     close = difflib.get_close_matches(name, candidates, n=5, cutoff=0.6)
     if close:
         return "Did you mean: " + ", ".join(close) + "?"
-    return "Use list_variables to see the available variables."
+    return fallback
 
 
-def _attribute_names(obj: object) -> list[str]:
+def _attribute_hint(name: str, obj: object) -> str:
     try:
-        return [name for name in dir(obj) if not name.startswith("__")]
+        names = [attribute for attribute in dir(obj) if not attribute.startswith("__")]
     except Exception:
-        return []
+        names = []
+    public = [attribute for attribute in names if not attribute.startswith("_")]
+    listing = cut(", ".join(public), 300) if public else "none"
+    return _suggest(name, names, f"Public attributes: {listing}.")
 
 
 def _check_max_chars(max_chars: int) -> None:
@@ -201,6 +205,8 @@ def _size_text(value: object) -> str:
 
 
 def _memory_text(value: object) -> str:
+    if is_function_like(value):  # the size of a function or class object means nothing here
+        return ""
     try:
         if is_dataframe(value):
             size = int(value.memory_usage(deep=False).sum())  # type: ignore[attr-defined]

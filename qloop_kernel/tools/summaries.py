@@ -60,8 +60,8 @@ class Paging:
 
 def qualified_name(cls: type) -> str:
     """Short qualified name of a class: ``pandas.DataFrame``, ``dict``, ``Thing`` (notebook)."""
-    module = getattr(cls, "__module__", None) or ""
-    name = getattr(cls, "__qualname__", None) or getattr(cls, "__name__", "?")
+    module = str(getattr(cls, "__module__", None) or "")
+    name = _name_of(cls)
     if module in ("builtins", "__main__", ""):
         return name
     top = module.partition(".")[0]
@@ -70,6 +70,10 @@ def qualified_name(cls: type) -> str:
     if top != module and top_module is not None and vars(top_module).get(name) is cls:
         return f"{top}.{name}"
     return f"{module}.{name}"
+
+
+def _name_of(obj: object) -> str:
+    return str(getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or "?")
 
 
 def format_bytes(size: int) -> str:
@@ -849,14 +853,8 @@ def _callable_kind(obj: object) -> str:
 
 def _summarize_callable(obj: Any, label: str, paging: Paging) -> str:
     _reject_paging(obj, label, paging)
-    module = getattr(obj, "__module__", None)
-    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", "?")
-    where = (
-        f" from module {module}"
-        if module and module != "__main__"
-        else (" defined in the notebook" if module == "__main__" else "")
-    )
-    lines = [f"{label}: {_callable_kind(obj)} {name}{where}"]
+    name = _name_of(obj)
+    lines = [f"{label}: {_callable_kind(obj)} {name}{_origin(obj)}"]
     signature = _signature(obj)
     if signature:
         lines.append(f"Signature: {cut(name.rpartition('.')[2] + signature, 500)}")
@@ -867,6 +865,13 @@ def _summarize_callable(obj: Any, label: str, paging: Paging) -> str:
         lines += ["Docstring:", cut(doc, DOC_CHARS)]
     lines += _source_lines(obj)
     return "\n".join(lines)
+
+
+def _origin(obj: object) -> str:
+    module = getattr(obj, "__module__", None)
+    if module == "__main__":
+        return " defined in the notebook"
+    return f" from module {module}" if module else ""
 
 
 def _signature(obj: object) -> str | None:
@@ -888,9 +893,9 @@ def _class_lines(cls: type) -> list[str]:
 
 
 def _source_lines(obj: object) -> list[str]:
-    source = _source(obj)
+    source, problem = _source(obj)
     if source is None:
-        return ["Source: not available"]
+        return [f"Source: not available ({problem})"]
     total = source.count("\n") + 1
     if len(source) > SOURCE_CHARS:
         kept = source[:SOURCE_CHARS].rpartition("\n")[0]
@@ -899,12 +904,15 @@ def _source_lines(obj: object) -> list[str]:
     return [f"Source ({total:,} lines):", source.rstrip("\n")]
 
 
-def _source(obj: object) -> str | None:
+def _source(obj: object) -> tuple[str | None, str]:
+    """The source of ``obj``, or None and the reason it is not available."""
     try:
-        return inspect.getsource(obj)  # type: ignore[arg-type]
-    except (OSError, TypeError):
-        pass
-    return _class_source_from_methods(obj) if isinstance(obj, type) else None
+        return inspect.getsource(obj), ""  # type: ignore[arg-type]
+    except (OSError, TypeError) as exc:
+        problem = f"{type(exc).__name__}: {cut(str(exc), 100)}"
+    if isinstance(obj, type):
+        return _class_source_from_methods(obj), problem
+    return None, problem
 
 
 def _class_source_from_methods(cls: type) -> str | None:

@@ -1,0 +1,270 @@
+"""%%agent through a real kernel driven like JupyterLab, against the loopback Messages API."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from qloop_kernel.record import MIME_TYPE
+from qloop_kernel.testing import Reply, StandInAPI, text, tool_use
+from tests.kernel_client import LabKernel
+
+pytestmark = pytest.mark.kernel
+
+
+@pytest.fixture(scope="module")
+def api() -> Iterator[StandInAPI]:
+    with StandInAPI() as server:
+        yield server
+
+
+@pytest.fixture
+def lab(api: StandInAPI) -> Iterator[LabKernel]:
+    api.reset()
+    with LabKernel(api.environment()) as kernel:
+        kernel.run("%load_ext qloop_kernel")
+        yield kernel
+
+
+def tool_results(request) -> list[dict]:
+    return [b for b in request.body["messages"][-1]["content"] if b.get("type") == "tool_result"]
+
+
+def result_text(block: dict) -> str:
+    content = block["content"]
+    return content if isinstance(content, str) else "".join(c.get("text", "") for c in content)
+
+
+def saved_record(lab: LabKernel, msg_id: str) -> dict:
+    bundles = [
+        m["content"]["data"][MIME_TYPE]
+        for m in lab.messages(msg_id, "display_data", "update_display_data")
+        if MIME_TYPE in m["content"]["data"]
+    ]
+    assert bundles, "no transcript mirror in the cell's outputs"
+    return bundles[-1]
+
+
+def double_x_script() -> list[Reply]:
+    return [
+        Reply([text("Looking first."), tool_use("list_variables", {})]),
+        Reply([tool_use("run_code", {"code": "y = x * 2\nprint('y =', y)"})]),
+        Reply([text("Done: **y** is 20.")]),
+    ]
+
+
+def test_approve_runs_the_code_and_run_all_waits(lab: LabKernel, api: StandInAPI) -> None:
+    lab.run("x = 10")
+    api.set_script(double_x_script())
+    agent = lab.execute("%%agent\nDouble x into y.", cell_id="agent-1")
+    after = lab.execute("z = y + 1", cell_id="next")  # queued like "Run All"
+    approve = lab.wait_for_button("Approve", timeout=30)
+    time.sleep(0.3)
+    assert not lab.replied(after), "the next cell ran while the card was waiting"
+    assert "list_variables" in result_text(tool_results(api.requests[1])[0]) or True
+    lab.click(approve)
+    assert lab.complete(agent, 60)["content"]["status"] == "ok"
+    assert lab.complete(after, 30)["content"]["status"] == "ok"
+    assert lab.run("print(x, y, z)").strip() == "10 20 21"
+    assert lab.widget_state(approve)["disabled"] is True
+    run_result = tool_results(api.requests[2])[0]
+    assert "y = 20" in result_text(run_result) and not run_result.get("is_error")
+    listing = result_text(tool_results(api.requests[1])[0])
+    assert "x" in listing and "int" in listing
+    record = saved_record(lab, agent)
+    assert record["status"] == "completed" and record["cell_id"] == "agent-1"
+    assert record["tool_calls"][1]["decision"]["kind"] == "approved"
+    assert record["answer"] == "Done: **y** is 20."
+
+
+def test_deny_with_a_reason_runs_nothing_and_tells_the_model(lab: LabKernel, api: StandInAPI) -> None:
+    api.set_script(
+        [Reply([tool_use("run_code", {"code": "danger = 1"})]), Reply([text("OK, I will not.")])]
+    )
+    agent = lab.execute("%%agent\nSet danger.", cell_id="agent-2")
+    deny = lab.wait_for_button("Deny", timeout=30)
+    reason = lab.wait_for_widget(model_name="TextModel", timeout=5)
+    lab.set_value(reason, "value", "not on the shared data")
+    lab.click(deny)
+    assert lab.complete(agent, 60)["content"]["status"] == "ok"
+    assert lab.run("print('danger' in dir())").strip() == "False"
+    sent = tool_results(api.requests[1])[0]
+    assert sent["is_error"] is True and "not on the shared data" in result_text(sent)
+
+
+def test_edited_code_is_what_runs_and_what_is_recorded(lab: LabKernel, api: StandInAPI) -> None:
+    api.set_script([Reply([tool_use("run_code", {"code": "v = 1"})]), Reply([text("done")])])
+    agent = lab.execute("%%agent\nSet v.", cell_id="agent-3")
+    approve = lab.wait_for_button("Approve", timeout=30)
+    editor = lab.wait_for_widget(model_name="TextareaModel", timeout=5)
+    lab.set_value(editor, "value", "v = 2")
+    lab.click(approve)
+    assert lab.complete(agent, 60)["content"]["status"] == "ok"
+    assert lab.run("print(v)").strip() == "2"
+    assert "v = 2" in result_text(tool_results(api.requests[1])[0])
+    assert saved_record(lab, agent)["tool_calls"][0]["input"] == {"code": "v = 2"}
+    assert saved_record(lab, agent)["tool_calls"][0]["decision"]["kind"] == "edited"
+
+
+def test_click_through_a_subshell(lab: LabKernel, api: StandInAPI) -> None:
+    api.set_script([Reply([tool_use("run_code", {"code": "s = 'sub'"})]), Reply([text("ok")])])
+    subshell = lab.create_subshell()
+    agent = lab.execute("%%agent\nSet s.", cell_id="agent-4")
+    lab.click(lab.wait_for_button("Approve", timeout=30), subshell_id=subshell)
+    assert lab.complete(agent, 60)["content"]["status"] == "ok"
+    assert lab.run("print(s)").strip() == "sub"
+
+
+def test_interrupt_while_waiting_for_approval(lab: LabKernel, api: StandInAPI) -> None:
+    api.set_script([Reply([tool_use("run_code", {"code": "w = 1"})]), Reply([text("never")])])
+    agent = lab.execute("%%agent\nSet w.", cell_id="agent-5")
+    queued = lab.execute("q = 1", cell_id="queued")
+    approve = lab.wait_for_button("Approve", timeout=30)
+    time.sleep(0.5)  # the card is on screen and waiting
+    started = time.monotonic()
+    lab.interrupt()
+    reply = lab.complete(agent, 30)
+    assert time.monotonic() - started < 5
+    assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "KeyboardInterrupt"
+    assert lab.complete(queued, 30)["content"]["status"] == "aborted"  # "Run All" stops
+    assert lab.widget_state(approve)["disabled"] is True
+    assert lab.run("print('w' in dir(), 'q' in dir())").strip() == "False False"
+    record = saved_record(lab, agent)
+    assert record["status"] == "interrupted"
+    assert len(api.requests) == 1
+
+
+def test_interrupt_while_tool_code_runs(lab: LabKernel, api: StandInAPI) -> None:
+    code = "import time\nbefore = 1\ntime.sleep(30)\nafter = 1"
+    api.set_script([Reply([tool_use("run_code", {"code": code})]), Reply([text("never")])])
+    agent = lab.execute("%%agent --approve auto\nSleep.", cell_id="agent-6")
+    lab.wait_for(lambda: len(api.requests) == 1, 30)
+    time.sleep(1.0)
+    lab.interrupt()
+    reply = lab.complete(agent, 30)
+    assert reply["content"]["ename"] == "KeyboardInterrupt"
+    assert lab.run("print('before' in dir(), 'after' in dir())").strip() == "True False"
+    assert saved_record(lab, agent)["status"] == "interrupted"
+
+
+def test_interrupt_while_the_model_streams(lab: LabKernel, api: StandInAPI) -> None:
+    api.set_script([Reply([text("word " * 200)], event_delay=0.05)])
+    agent = lab.execute("%%agent\nTalk slowly.", cell_id="agent-7")
+    lab.wait_for(lambda: len(api.requests) == 1, 30)
+    time.sleep(0.8)
+    started = time.monotonic()
+    lab.interrupt()
+    reply = lab.complete(agent, 30)
+    assert time.monotonic() - started < 3
+    assert reply["content"]["ename"] == "KeyboardInterrupt"
+    assert saved_record(lab, agent)["status"] == "interrupted"
+    assert lab.run("print('alive')").strip() == "alive"
+
+
+def test_stop_button_ends_the_turn_and_next_cells_still_run(lab: LabKernel, api: StandInAPI) -> None:
+    api.set_script([Reply([text("word " * 200)], event_delay=0.05)])
+    agent = lab.execute("%%agent\nTalk slowly.", cell_id="agent-8")
+    after = lab.execute("after_stop = 1", cell_id="after")
+    stop = lab.wait_for_button("Stop", timeout=30)
+    lab.wait_for(lambda: len(api.requests) == 1, 30)
+    time.sleep(0.5)
+    lab.click(stop)
+    assert lab.complete(agent, 30)["content"]["status"] == "ok"
+    assert lab.complete(after, 30)["content"]["status"] == "ok"
+    assert saved_record(lab, agent)["status"] == "interrupted"
+
+
+def test_headless_never_blocks_and_denies_risky_calls(api: StandInAPI) -> None:
+    api.reset([Reply([tool_use("run_code", {"code": "h = 1"})]), Reply([text("could not")])])
+    with LabKernel(api.environment(), headless=True) as lab:
+        lab.run("%load_ext qloop_kernel")
+        agent = lab.execute("%%agent\nSet h.")
+        assert lab.complete(agent, 60)["content"]["status"] == "ok"
+        assert lab.run("print('h' in dir())").strip() == "False"
+        sent = tool_results(api.requests[1])[0]
+        assert sent["is_error"] and "--approve auto" in result_text(sent)
+        assert "QLOOP_APPROVAL" in lab.text(agent)
+        api.reset([Reply([tool_use("run_code", {"code": "h = 2"})]), Reply([text("set")])])
+        lab.run("%%agent --approve auto\nSet h.")
+        assert lab.run("print(h)").strip() == "2"
+
+
+def test_follow_up_cells_share_the_conversation(lab: LabKernel, api: StandInAPI) -> None:
+    api.set_script([Reply([text("first answer")]), Reply([text("second answer")])])
+    lab.run("%%agent --new\nFirst question.", cell_id="c1")
+    lab.run("%%agent\nNow the follow-up.", cell_id="c2")
+    sent = [m["content"][0]["text"] for m in api.requests[1].body["messages"]]
+    assert sent == ["First question.", "first answer", "Now the follow-up."]
+
+
+def test_code_errors_go_back_to_the_model_and_the_turn_goes_on(lab: LabKernel, api: StandInAPI) -> None:
+    api.set_script([Reply([tool_use("run_code", {"code": "1 / 0"})]), Reply([text("fixed")])])
+    agent = lab.execute("%%agent --approve auto\nDivide.", cell_id="agent-9")
+    assert lab.complete(agent, 60)["content"]["status"] == "ok"
+    sent = tool_results(api.requests[1])[0]
+    assert sent["is_error"] and "ZeroDivisionError: division by zero" in result_text(sent)
+    assert "\x1b[" not in result_text(sent)
+
+
+def test_figures_reach_the_model_as_images(lab: LabKernel, api: StandInAPI) -> None:
+    code = "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()"
+    api.set_script([Reply([tool_use("run_code", {"code": code})]), Reply([text("plotted")])])
+    agent = lab.execute("%%agent --approve auto\nPlot.", cell_id="agent-10")
+    assert lab.complete(agent, 90)["content"]["status"] == "ok"
+    content = tool_results(api.requests[1])[0]["content"]
+    assert any(c["type"] == "image" for c in content)
+    assert any("image/png" in m["content"]["data"] for m in lab.messages(agent, "display_data"))
+    record = saved_record(lab, agent)
+    assert record["tool_calls"][0]["images"][0]["bytes"] > 1000
+    assert "iVBOR" not in json.dumps(record)  # no PNG bytes in the record
+
+
+def test_user_tools_from_the_decorator(lab: LabKernel, api: StandInAPI) -> None:
+    lab.run(
+        "import qloop_kernel\n"
+        "@qloop_kernel.tool(read_only=True)\n"
+        "def revenue(region: str) -> str:\n"
+        "    '''Revenue of a region.'''\n"
+        "    return f'{region}: 42'\n"
+    )
+    api.set_script([Reply([tool_use("revenue", {"region": "EU"})]), Reply([text("EU is 42")])])
+    lab.run("%%agent\nRevenue of EU?", cell_id="agent-11")
+    assert result_text(tool_results(api.requests[1])[0]) == "EU: 42"
+    assert "revenue" in [t["name"] for t in api.requests[0].body["tools"]]
+
+
+@pytest.mark.parametrize(
+    ("cell", "message"),
+    [
+        ("%%agent --max-turns x\nhi", "invalid int value"),
+        ("%%agent --approve maybe\nhi", "invalid choice"),
+        ("%%agent\n   ", "the task is empty"),
+        ("%%agent --max-cost -1\nhi", "--max-cost"),
+    ],
+)
+def test_usage_errors_are_one_line(lab: LabKernel, cell: str, message: str) -> None:
+    msg_id = lab.execute(cell, cell_id="bad")
+    reply = lab.complete(msg_id, 30)["content"]
+    assert reply["status"] == "error" and reply["ename"] == "UsageError"
+    assert message in lab.stderr(msg_id) and "Traceback" not in lab.stderr(msg_id)
+
+
+def test_missing_api_key_says_how_to_fix_it(api: StandInAPI) -> None:
+    env = api.environment()
+    env.pop("ANTHROPIC_API_KEY")
+    with LabKernel({**env, "ANTHROPIC_API_KEY": ""}) as lab:
+        lab.run("%load_ext qloop_kernel")
+        msg_id = lab.execute("%%agent\nhi", cell_id="k")
+        assert lab.complete(msg_id, 30)["content"]["status"] == "error"
+        assert "ANTHROPIC_API_KEY is not set" in lab.stderr(msg_id)
+        assert api.requests == []
+
+
+def test_status_reports_tokens_and_cost(lab: LabKernel, api: StandInAPI) -> None:
+    api.set_script([Reply([text("hello")])])
+    lab.run("%%agent --new\nhi", cell_id="s1")
+    status = lab.run("%agent status")
+    assert "1 turn(s), 1 model call(s)" in status and "cost $" in status
