@@ -27,10 +27,11 @@ class CellContext:
 
     cell_id: str | None
     saved: Any  # the cell's saved ``qloop`` metadata, unvalidated
+    headless: bool = False  # sent by `qloop run`: a cell id, but nobody to click
 
     @property
     def interactive(self) -> bool:
-        return self.cell_id is not None
+        return self.cell_id is not None and not self.headless
 
 
 def current_cell(shell: Any) -> CellContext:
@@ -38,7 +39,11 @@ def current_cell(shell: Any) -> CellContext:
     parent = kernel.get_parent() if kernel is not None and hasattr(kernel, "get_parent") else {}
     metadata = (parent or {}).get("metadata") or {}
     cell_id = metadata.get("cellId")
-    return CellContext(cell_id if isinstance(cell_id, str) and cell_id else None, metadata.get("qloop"))
+    return CellContext(
+        cell_id if isinstance(cell_id, str) and cell_id else None,
+        metadata.get("qloop"),
+        headless=bool(metadata.get("qloopHeadless")),
+    )
 
 
 @dataclass(frozen=True)
@@ -101,7 +106,7 @@ class KernelAgent:
         if policy in ("readonly", "deny") and not cell.interactive and settings.approve is None:
             line("headless run: code steps are denied (policy 'readonly'); allow them with "
                  "`--approve auto` or QLOOP_APPROVAL=auto", "warn")  # fmt: skip
-        self.manager.store = NotebookStore(cell.cell_id)
+        self.manager.store = NotebookStore(cell.cell_id, to_frontend=cell.interactive)
         model = ThreadedModel(AnthropicModel(settings.model))
         result, _ = self.manager.run_turn(
             prompt, model=model, runtime=runtime, settings=settings, cell_id=cell.cell_id,

@@ -32,7 +32,7 @@ def replay(agent: KernelAgent, record: CellRecord, settings: Settings, cell: Cel
     steps = record.replay_steps()
     line(f"replaying the saved turn: {len(steps)} code step(s), no model call "
          f"(saved: {usage_line(record)}); run with --fresh to ask the model again")  # fmt: skip
-    store = NotebookStore(cell.cell_id)
+    store = NotebookStore(cell.cell_id, to_frontend=cell.interactive)
     store.publish(record.model_dump(mode="json"), record)  # unchanged: digest and time kept
     if steps and not _approved(agent, record, settings, cell):
         return

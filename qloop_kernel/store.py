@@ -57,8 +57,9 @@ _bridge = _Bridge()
 class NotebookStore:
     """RecordStore for one agent cell."""
 
-    def __init__(self, cell_id: str | None) -> None:
+    def __init__(self, cell_id: str | None, *, to_frontend: bool = True) -> None:
         self.cell_id = cell_id
+        self.to_frontend = to_frontend  # False in headless runs: no frontend holds the notebook
         self._handle: Any = None
 
     def save(self, record: CellRecord) -> None:
@@ -71,5 +72,5 @@ class NotebookStore:
             self._handle = display(bundle, raw=True, display_id=True)
         else:
             self._handle.update(bundle, raw=True)
-        if self.cell_id:
+        if self.cell_id and self.to_frontend:
             _bridge.send({"op": "set_metadata", "cell_id": self.cell_id, "key": "qloop", "value": data})

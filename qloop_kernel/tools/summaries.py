@@ -186,6 +186,8 @@ def _render_unguarded(obj: object, depth: int, limit: int) -> str:
         return f"<int with {obj.bit_length():,} bits>"
     if isinstance(obj, (int, *_SCALARS)):
         return repr(obj)
+    if _is_numpy_number(obj):  # 10, not numpy 2's np.int64(10): the dtype is shown elsewhere
+        return repr(obj.item())  # type: ignore[attr-defined]
     placeholder = _array_placeholder(obj)
     if placeholder is not None:
         return placeholder
@@ -193,6 +195,11 @@ def _render_unguarded(obj: object, depth: int, limit: int) -> str:
     if container is not None:
         return container
     return cut(repr(obj), limit)
+
+
+def _is_numpy_number(obj: object) -> bool:
+    np = loaded_module("numpy")
+    return np is not None and isinstance(obj, np.generic) and obj.dtype.kind in "biufc"
 
 
 def _repr_failure(obj: object, exc: Exception) -> str:

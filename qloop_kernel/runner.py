@@ -1,0 +1,81 @@
+"""The headless runner: executes a notebook like JupyterLab does for the kernel.
+
+Each execute request carries the cell's metadata plus ``cellId`` (so saved records arrive with the re-run)
+and ``qloopHeadless`` (nobody can click: never block, apply the approval policy). After each cell the
+record is copied from the output mirror into ``cell.metadata["qloop"]``.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, TextIO
+
+from nbclient import NotebookClient
+
+from .record import METADATA_KEY, MIME_TYPE, RecordError, load_record
+from .transcript import usage_line
+
+
+def mirrored_record(cell: Any) -> dict[str, Any] | None:
+    """The newest transcript in a cell's outputs, if any."""
+    for output in reversed(cell.get("outputs", [])):
+        data = output.get("data") or {}
+        if MIME_TYPE in data and isinstance(data[MIME_TYPE], dict):
+            return dict(data[MIME_TYPE])
+    return None
+
+
+class AgentNotebookClient(NotebookClient):
+    """An nbclient that sends cell ids and metadata and keeps agent records in cell metadata."""
+
+    def __init__(self, nb: Any, progress: TextIO | None = sys.stderr, **kwargs: Any) -> None:
+        super().__init__(nb, **kwargs)
+        self.progress = progress
+        self._metadata: dict[str, Any] = {}
+        self.on_cell_execute = self._before_cell
+        self.on_cell_executed = self._after_cell
+
+    async def async_start_new_kernel_client(self) -> Any:
+        client = await super().async_start_new_kernel_client()
+        client.execute = self._execute_with_metadata
+        return client
+
+    def _execute_with_metadata(
+        self, code: str, silent: bool = False, store_history: bool = True,
+        user_expressions: dict[str, Any] | None = None, allow_stdin: bool | None = None,
+        stop_on_error: bool = True,
+    ) -> str:  # fmt: skip
+        content = {
+            "code": code, "silent": silent, "store_history": store_history,
+            "user_expressions": user_expressions or {}, "allow_stdin": False,
+            "stop_on_error": stop_on_error,
+        }  # fmt: skip
+        msg = self.kc.session.msg("execute_request", content, metadata=self._metadata)
+        self.kc.shell_channel.send(msg)
+        return str(msg["header"]["msg_id"])
+
+    def _before_cell(self, cell: Any, cell_index: int) -> None:
+        self._metadata = {**dict(cell.metadata), "cellId": cell.get("id"), "qloopHeadless": True}
+
+    def _after_cell(self, cell: Any, cell_index: int, execute_reply: Any) -> None:
+        record = mirrored_record(cell)
+        if record is not None:
+            cell.metadata[METADATA_KEY] = record
+        if self.progress is not None:
+            self.progress.write(_progress_line(cell, cell_index, len(self.nb.cells), execute_reply))
+            self.progress.flush()
+
+
+def _progress_line(cell: Any, index: int, total: int, reply: Any) -> str:
+    status = (reply or {}).get("content", {}).get("status", "?")
+    first = (cell.source.strip().splitlines() or [""])[0][:60]
+    line = f"[{index + 1}/{total}] {status:<7} {first}"
+    saved = cell.metadata.get(METADATA_KEY)
+    if saved is not None and cell.source.lstrip().startswith("%%agent"):
+        try:
+            record = load_record(saved)
+            line += f"  → agent {record.status}, {len(record.replay_steps())} step(s), "
+            line += usage_line(record)
+        except RecordError as exc:
+            line += f"  → {exc}"
+    return line + "\n"
