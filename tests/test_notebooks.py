@@ -1,0 +1,144 @@
+"""Saved agent cells: records in metadata via the headless runner, replay, tampering, the CLI."""
+
+from __future__ import annotations
+
+import copy
+import io
+from pathlib import Path
+
+import nbformat
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from qloop_kernel.cli import main as qloop_main
+from qloop_kernel.record import RecordError, load_record
+from qloop_kernel.runner import AgentNotebookClient
+from qloop_kernel.testing import Reply, StandInAPI, text, tool_use
+
+pytestmark = pytest.mark.kernel
+CANARY = "sk-ant-api03-CANARY-qloop-test-key-000000000000"
+PROMPT = "Double x into y."
+
+
+def notebook(prompt: str = PROMPT) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("%load_ext qloop_kernel\nx = 10"),
+        nbformat.v4.new_code_cell(f"%%agent\n{prompt}"),
+        nbformat.v4.new_code_cell("print(y + 1)"),
+    ]
+    return nb
+
+
+def script() -> list[Reply]:
+    return [
+        Reply([tool_use("run_code", {"code": "y = x * 2\nprint('y is', y)"})]),
+        Reply([text("y is now **20**.")]),
+    ]
+
+
+def run(nb, env: dict[str, str], monkeypatch, approve: str | None = "auto") -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    if approve:
+        monkeypatch.setenv("QLOOP_APPROVAL", approve)
+    else:
+        monkeypatch.delenv("QLOOP_APPROVAL", raising=False)
+    AgentNotebookClient(nb, progress=io.StringIO(), timeout=120, kernel_name="python3").execute()
+
+
+@pytest.fixture
+def saved(tmp_path: Path, monkeypatch) -> Path:
+    """A notebook run once against the stand-in, saved with its record."""
+    with StandInAPI(script()) as api:
+        nb = notebook()
+        run(nb, api.environment(api_key=CANARY), monkeypatch)
+        assert len(api.requests) == 2
+    path = tmp_path / "saved.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def test_records_land_in_cell_metadata_without_secrets(saved: Path) -> None:
+    nb = nbformat.read(saved, as_version=4)
+    record = load_record(nb.cells[1].metadata["qloop"])
+    assert record.status == "completed" and record.prompt == PROMPT
+    assert record.cell_id == nb.cells[1].id
+    assert [s.input["code"] for s in record.replay_steps()] == ["y = x * 2\nprint('y is', y)"]
+    assert record.tool_calls[0].decision.kind == "approved" or record.tool_calls[0].decision.kind
+    assert "21" in nb.cells[2].outputs[0]["text"]
+    assert CANARY not in saved.read_text()
+
+
+def test_replay_needs_no_model_and_rebuilds_the_namespace(saved: Path, monkeypatch) -> None:
+    nb = nbformat.read(saved, as_version=4)
+    before = copy.deepcopy(nb.cells[1].metadata["qloop"])
+    with StandInAPI() as api:  # any request would fail: the script is empty
+        env = api.environment()
+        env["ANTHROPIC_API_KEY"] = ""
+        run(nb, env, monkeypatch)
+        assert api.requests == []
+    assert "21" in nb.cells[2].outputs[0]["text"]
+    assert nb.cells[1].metadata["qloop"] == before  # replay keeps the record unchanged
+    shown = "".join(o.get("text", "") for o in nb.cells[1].outputs)
+    assert "replay" in str(nb.cells[1].outputs)
+    assert shown is not None
+
+
+def test_headless_replay_obeys_the_policy(saved: Path, monkeypatch) -> None:
+    nb = nbformat.read(saved, as_version=4)
+    with StandInAPI() as api, pytest.raises(Exception, match="NameError"):
+        run(nb, api.environment(), monkeypatch, approve=None)  # default: readonly
+    assert "replay not run" in str(nb.cells[1].outputs)
+
+
+def test_changed_prompt_runs_the_model_and_replaces_the_record(saved: Path, monkeypatch) -> None:
+    nb = nbformat.read(saved, as_version=4)
+    nb.cells[1].source = "%%agent\nDouble x into y, please."
+    with StandInAPI(script()) as api:
+        run(nb, api.environment(), monkeypatch)
+        assert len(api.requests) == 2
+    assert nb.cells[1].metadata["qloop"]["prompt"] == "Double x into y, please."
+
+
+def test_tampered_record_runs_nothing(saved: Path, monkeypatch) -> None:
+    nb = nbformat.read(saved, as_version=4)
+    nb.cells[1].metadata["qloop"]["tool_calls"][0]["input"]["code"] = "y = 'pwned'"
+    nb.cells[2].source = "print(repr(globals().get('y')))"
+    with StandInAPI() as api, pytest.raises(Exception, match="changed after it was written"):
+        run(nb, api.environment(), monkeypatch)
+    assert api.requests == []
+
+
+def test_failing_replay_step_stops_with_a_clear_message(saved: Path, monkeypatch) -> None:
+    nb = nbformat.read(saved, as_version=4)
+    nb.cells[0].source = "%load_ext qloop_kernel\nx = None"
+    before = copy.deepcopy(nb.cells[1].metadata["qloop"])
+    with StandInAPI() as api, pytest.raises(Exception, match="replay stopped at step 1 of 1"):
+        run(nb, api.environment(), monkeypatch)
+    assert nb.cells[1].metadata["qloop"] == before
+
+
+def test_qloop_show_lists_agent_cells(saved: Path, capsys) -> None:
+    assert qloop_main(["show", str(saved)]) == 0
+    out = capsys.readouterr().out
+    assert "Double x into y." in out and "completed" in out and "$" in out
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=6),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(st.sampled_from(["schema_version", "prompt", "status", "tool_calls",
+                                        "messages", "digest", "session_id", "model"]) | st.text(max_size=8),
+                       json_values, max_size=10))  # fmt: skip
+def test_the_loader_never_crashes_on_crafted_records(data: dict) -> None:
+    try:
+        load_record(data)
+    except RecordError:
+        pass
