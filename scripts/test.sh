@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Install everything the tests need (Python packages into .venv, Debian's Chromium and the browser-test
+# packages) and run the whole suite: unit, kernel-level and browser tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON="${PYTHON:-python3}"
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e ".[test]"
+export NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost
+export PATH="$PWD/.venv/bin:$PATH"
+.venv/bin/python -m ruff check qloop_kernel tests bench
+.venv/bin/python -m pytest -p no:cacheprovider
+if [ -x ui-tests/run.sh ] && [ "${QLOOP_SKIP_BROWSER:-0}" != "1" ]; then
+  PYTHON="$PWD/.venv/bin/python" ui-tests/run.sh
+fi
