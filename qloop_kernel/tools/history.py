@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -13,6 +15,7 @@ if TYPE_CHECKING:
 MIN_MAX_CHARS = 500  # room for the title, a cut cell and the truncation markers
 CELL_SOURCE_CHARS = 2_000
 OUTPUT_CHARS = 500
+_CELL_LABEL = re.compile(r"In\[(\d+)\]")
 
 
 def notebook_history(shell: InteractiveShell, *, last: int = 10, max_chars: int = 8000) -> str:
@@ -31,10 +34,10 @@ def notebook_history(shell: InteractiveShell, *, last: int = 10, max_chars: int 
     if not cells:
         return "No cells have been executed in this session yet."
     outputs = _outputs(shell)
+    running = _running_counts(shell)
     chosen = cells[-last:]
     blocks = [
-        _cell_block(count, source, outputs, running=count >= shell.execution_count)
-        for count, source in chosen
+        _cell_block(count, source, outputs, running=count in running) for count, source in chosen
     ]
     title = f"Last {len(chosen)} of {len(cells)} executed cells, oldest first:"
     return _fit_newest(title, blocks, max_chars)
@@ -53,6 +56,26 @@ def _outputs(shell: InteractiveShell) -> Mapping[int, object]:
     if isinstance(out, Mapping):
         return out
     return getattr(shell.history_manager, "output_hist", {})
+
+
+def _running_counts(shell: InteractiveShell) -> set[int]:
+    """Execution counts of the cells whose code is on the call stack (such as the calling cell).
+
+    IPython counts a cell as executed before running it, so the count alone cannot tell; its
+    compiler names each cell's code object and ``format_code_name`` maps that name to ``In[n]``.
+    """
+    format_code_name = getattr(getattr(shell, "compile", None), "format_code_name", None)
+    if not callable(format_code_name):
+        return set()
+    counts: set[int] = set()
+    frame = inspect.currentframe()
+    while frame is not None:
+        label = format_code_name(frame.f_code.co_filename)
+        match = _CELL_LABEL.fullmatch(label[1]) if isinstance(label, tuple) else None
+        if match:
+            counts.add(int(match.group(1)))
+        frame = frame.f_back
+    return counts
 
 
 def _cell_block(count: int, source: str, outputs: Mapping[int, object], *, running: bool) -> str:

@@ -413,11 +413,9 @@ def _index_line(index: Any) -> str:
 def _frame_head(df: Any, positions: list[int], start: int, stop: int) -> str:
     if stop <= start:
         return "No rows." if not len(df) else ""
-    shown = (
-        ""
-        if len(positions) == df.shape[1]
-        else (f"; {len(positions)} of {df.shape[1]:,} columns, pass columns=[...] to pick others")
-    )
+    shown = ""
+    if len(positions) < df.shape[1]:
+        shown = f"; {len(positions)} of {df.shape[1]:,} columns, pass columns=[...] to pick others"
     table = df.iloc[start:stop, positions].to_string(max_colwidth=HEAD_COLWIDTH)
     return f"Rows {start:,}-{stop - 1:,} of {len(df):,}{shown}:\n{table}"
 
@@ -648,19 +646,20 @@ def _series_head(series: Any, start: int, stop: int) -> str:
 
 
 def _summarize_ndarray(array: Any, label: str, paging: Paging) -> str:
-    layout = (
-        "C-contiguous"
-        if array.flags.c_contiguous
-        else ("F-contiguous" if array.flags.f_contiguous else "strided view")
-    )
     lines = [
         f"{label}: {qualified_name(type(array))}, shape {array.shape}, dtype {array.dtype}, "
-        f"{format_bytes(array.nbytes)}, {layout}",
+        f"{format_bytes(array.nbytes)}, {_layout(array)}",
         *_array_statistics(array),
         "",
         _array_head(array, paging),
     ]
     return "\n".join(lines).rstrip()
+
+
+def _layout(array: Any) -> str:
+    if array.flags.c_contiguous:
+        return "C-contiguous"
+    return "F-contiguous" if array.flags.f_contiguous else "strided view"
 
 
 def _array_sample(array: Any) -> Any:
@@ -903,10 +902,10 @@ def _source_lines(obj: object) -> list[str]:
     source, problem = _source(obj)
     if source is None:
         return [f"Source: not available ({problem})"]
-    total = source.count("\n") + 1
+    total = len(source.splitlines())
     if len(source) > SOURCE_CHARS:
         kept = source[:SOURCE_CHARS].rpartition("\n")[0]
-        shown = kept.count("\n") + 1
+        shown = len(kept.splitlines())
         source = f"{kept}\n[... source truncated: {total - shown:,} more lines]"
     return [f"Source ({total:,} lines):", source.rstrip("\n")]
 
@@ -965,7 +964,8 @@ def _summarize_module(module: types.ModuleType, label: str, paging: Paging) -> s
     ]
     doc = inspect.getdoc(module)
     if doc:
-        lines.append(f"Doc: {cut(doc.split(chr(10) * 2)[0], 500)}")
+        first_paragraph = doc.split("\n\n")[0]
+        lines.append(f"Doc: {cut(first_paragraph, 500)}")
     exported = getattr(module, "__all__", None)
     names = (
         sorted(str(name) for name in exported)
