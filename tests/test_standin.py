@@ -41,21 +41,37 @@ from qloop_kernel.testing import (
 MODEL = "claude-test-model"
 EPHEMERAL = {"type": "ephemeral"}
 HELLO = [{"role": "user", "content": "Hello"}]
-PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+PROXY_VARIABLES = (
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+)
 
 
-@pytest.fixture(autouse=True)
-def loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in PROXY_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+@pytest.fixture(scope="module", autouse=True)
+def loopback_only() -> Iterator[None]:
+    """SDK clients of this module talk to 127.0.0.1 directly, whatever proxies the host sets."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in PROXY_VARIABLES:
+            patch.delenv(name, raising=False)
+        patch.setenv("NO_PROXY", "127.0.0.1,localhost")
+        patch.setenv("no_proxy", "127.0.0.1,localhost")
+        yield
+
+
+@pytest.fixture(scope="module")
+def shared_standin() -> Iterator[StandInAPI]:
+    with StandInAPI() as server:
+        yield server
 
 
 @pytest.fixture
-def standin() -> Iterator[StandInAPI]:
-    with StandInAPI() as server:
-        yield server
+def standin(shared_standin: StandInAPI) -> StandInAPI:
+    shared_standin.reset()
+    return shared_standin
 
 
 def make_client(server: StandInAPI, **options: Any) -> anthropic.Anthropic:
@@ -65,14 +81,16 @@ def make_client(server: StandInAPI, **options: Any) -> anthropic.Anthropic:
     )
 
 
-@pytest.fixture
-def client(standin: StandInAPI) -> Iterator[anthropic.Anthropic]:
-    with make_client(standin) as sdk:
+@pytest.fixture(scope="module")
+def client(shared_standin: StandInAPI) -> Iterator[anthropic.Anthropic]:
+    with make_client(shared_standin) as sdk:
         yield sdk
 
 
 def stream_final(sdk: anthropic.Anthropic, **request: Any) -> anthropic.types.Message:
-    with sdk.messages.stream(**{"model": MODEL, "max_tokens": 256, "messages": HELLO, **request}) as s:
+    with sdk.messages.stream(
+        **{"model": MODEL, "max_tokens": 256, "messages": HELLO, **request}
+    ) as s:
         return s.get_final_message()
 
 
@@ -145,7 +163,11 @@ def test_non_streaming_reply_is_a_full_message(standin, client):
     [
         (Reply("cut", stop_reason="max_tokens"), "max_tokens", None),
         (Reply("wait", stop_reason="pause_turn"), "pause_turn", None),
-        (Reply("full", stop_reason="model_context_window_exceeded"), "model_context_window_exceeded", None),
+        (
+            Reply("full", stop_reason="model_context_window_exceeded"),
+            "model_context_window_exceeded",
+            None,
+        ),
         (Reply("a b", stop_sequence="END"), "stop_sequence", "END"),
         (Reply([]), "end_turn", None),
     ],
@@ -246,7 +268,9 @@ def test_transient_status_is_retried_after_retry_after(standin, status):
         ),
     ],
 )
-def test_status_fault_raises_the_sdk_error(standin, client, fault, error_class, error_type, message):
+def test_status_fault_raises_the_sdk_error(
+    standin, client, fault, error_class, error_type, message
+):
     standin.set_script([fault])
 
     with pytest.raises(error_class) as raised:
@@ -273,7 +297,10 @@ def test_fault_headers_reach_the_client(standin, client):
 def test_mid_stream_error_event_is_an_unretried_status_error(standin):
     standin.set_script([Reply("partial answer", stream_fault=StreamError(4)), Reply("unused")])
 
-    with make_client(standin, max_retries=2) as sdk, pytest.raises(anthropic.APIStatusError) as raised:
+    with (
+        make_client(standin, max_retries=2) as sdk,
+        pytest.raises(anthropic.APIStatusError) as raised,
+    ):
         stream_final(sdk)
 
     error = raised.value
@@ -427,7 +454,10 @@ def test_unknown_path_is_a_not_found_error(standin, client):
 def test_api_key_is_required_and_never_logged():
     secret = "sk-test-very-secret"
     with StandInAPI([Reply("welcome"), Reply("by header")], api_key=secret) as server:
-        with make_client(server, api_key="wrong") as sdk, pytest.raises(anthropic.AuthenticationError):
+        with (
+            make_client(server, api_key="wrong") as sdk,
+            pytest.raises(anthropic.AuthenticationError),
+        ):
             create(sdk)
         with make_client(server, api_key=secret) as sdk:
             assert create(sdk).content[0].text == "welcome"
@@ -457,10 +487,12 @@ def test_callable_items_and_responder_see_the_request():
     def echo_count(request: RecordedRequest) -> Reply:
         return Reply(f"{len(request.messages)} messages, stream={request.stream}")
 
-    with StandInAPI([echo_count], responder=lambda request: Reply(f"fallback {request.model}")) as s:
-        with make_client(s) as sdk:
-            first = stream_final(sdk, messages=HELLO * 3)
-            second = create(sdk)
+    with (
+        StandInAPI([echo_count], responder=lambda request: Reply(f"fallback {request.model}")) as s,
+        make_client(s) as sdk,
+    ):
+        first = stream_final(sdk, messages=HELLO * 3)
+        second = create(sdk)
 
     assert first.content[0].text == "3 messages, stream=True"
     assert second.content[0].text == f"fallback {MODEL}"
@@ -491,6 +523,7 @@ def test_reply_fault_is_a_status_fault_shorthand():
         lambda: Reply("x", event_delay=-1),
         lambda: Reply([{"type": "image"}]),
         lambda: StreamError(-1),
+        lambda: tool_use("run_code", {"code": object()}),
     ],
 )
 def test_bad_script_items_are_rejected_when_built(build):
@@ -520,7 +553,9 @@ def test_request_log_is_thread_safe():
         with make_client(echo) as sdk:
             for turn in range(5):
                 prompt = f"{number}-{turn}"
-                answers.append(create(sdk, messages=[{"role": "user", "content": prompt}]).content[0].text)
+                answers.append(
+                    create(sdk, messages=[{"role": "user", "content": prompt}]).content[0].text
+                )
 
     with echo:
         threads = [threading.Thread(target=ask, args=(number,)) for number in range(6)]
@@ -580,7 +615,7 @@ def test_json_form_example_from_the_docs():
 )
 def test_json_form_errors_name_the_problem(data, message):
     with pytest.raises(ScriptError, match=message):
-        parse_script(data if isinstance(data, list) else data)
+        parse_script(data)
 
 
 def test_from_file(tmp_path: Path):
@@ -610,7 +645,9 @@ def conversation_requests(turns: int, breakpoints: bool) -> Iterator[dict[str, A
         system_block["cache_control"] = EPHEMERAL
     messages: list[dict[str, Any]] = []
     for turn in range(turns):
-        messages.append({"role": "user", "content": [{"type": "text", "text": f"Step {turn}. " * 50}]})
+        messages.append(
+            {"role": "user", "content": [{"type": "text", "text": f"Step {turn}. " * 50}]}
+        )
         sent = [dict(message) for message in messages]
         if breakpoints:
             last = sent[-1]["content"][-1]
@@ -627,7 +664,10 @@ def test_breakpoints_make_each_turn_read_the_previous_prefix(standin, client):
         total = client.messages.count_tokens(model=MODEL, **request).input_tokens
         usage = stream_final(client, **request).usage
         usages.append(usage)
-        assert usage.input_tokens + usage.cache_creation_input_tokens + usage.cache_read_input_tokens == total
+        assert (
+            usage.input_tokens + usage.cache_creation_input_tokens + usage.cache_read_input_tokens
+            == total
+        )
 
     first, second, third = usages
     assert (first.cache_read_input_tokens, first.input_tokens) == (0, 0)
@@ -648,7 +688,9 @@ def test_without_breakpoints_nothing_is_cached(standin, client):
     for request in conversation_requests(3, breakpoints=False):
         usage = create(client, **request).usage
         assert (usage.cache_read_input_tokens, usage.cache_creation_input_tokens) == (0, 0)
-        assert usage.input_tokens == client.messages.count_tokens(model=MODEL, **request).input_tokens
+        assert (
+            usage.input_tokens == client.messages.count_tokens(model=MODEL, **request).input_tokens
+        )
 
 
 def test_top_level_cache_control_caches_up_to_the_last_block(standin, client):
@@ -663,21 +705,33 @@ def test_top_level_cache_control_caches_up_to_the_last_block(standin, client):
 
 
 def test_cache_entries_belong_to_one_model_and_keep_their_ttl(standin, client):
-    system = [{"type": "text", "text": "Rules. " * 100, "cache_control": {"type": "ephemeral", "ttl": "1h"}}]
+    system = [
+        {
+            "type": "text",
+            "text": "Rules. " * 100,
+            "cache_control": {"type": "ephemeral", "ttl": "1h"},
+        }
+    ]
     standin.set_script([Reply("a"), Reply("b"), Reply("c")])
 
     written = create(client, system=system).usage
     same_model = create(client, system=system).usage
     other_model = create(client, system=system, model="claude-other").usage
 
-    assert written.cache_creation.ephemeral_1h_input_tokens == written.cache_creation_input_tokens > 0
+    assert (
+        written.cache_creation.ephemeral_1h_input_tokens == written.cache_creation_input_tokens > 0
+    )
     assert same_model.cache_read_input_tokens == written.cache_creation_input_tokens
     assert other_model.cache_read_input_tokens == 0
 
 
 def test_tool_definitions_are_part_of_the_cached_prefix(standin, client):
     tools = [
-        {"name": "run_code", "description": "Run Python. " * 30, "input_schema": {"type": "object"}},
+        {
+            "name": "run_code",
+            "description": "Run Python. " * 30,
+            "input_schema": {"type": "object"},
+        },
         {
             "name": "read_file",
             "input_schema": {"type": "object"},
@@ -698,7 +752,12 @@ def test_tool_definitions_are_part_of_the_cached_prefix(standin, client):
 
 
 def test_environment_points_a_client_at_the_server(standin):
-    base = {"HTTPS_PROXY": "http://proxy:3128", "http_proxy": "x", "PATH": "/bin", "ANTHROPIC_AUTH_TOKEN": "t"}
+    base = {
+        "HTTPS_PROXY": "http://proxy:3128",
+        "http_proxy": "x",
+        "PATH": "/bin",
+        "ANTHROPIC_AUTH_TOKEN": "t",
+    }
 
     env = standin.environment(base)
 
@@ -713,7 +772,9 @@ def test_environment_points_a_client_at_the_server(standin):
 
 def _control(url: str, path: str, data: Any = None) -> Any:
     body = None if data is None else json.dumps(data).encode()
-    request = urllib.request.Request(url + path, data=body, method="GET" if body is None else "POST")
+    request = urllib.request.Request(
+        url + path, data=body, method="GET" if body is None else "POST"
+    )
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     with opener.open(request, timeout=5) as response:
         return json.loads(response.read())
@@ -722,7 +783,15 @@ def _control(url: str, path: str, data: Any = None) -> Any:
 def test_command_line_server(tmp_path: Path):
     script_file = tmp_path / "script.json"
     script_file.write_text(json.dumps([{"fault": {"status": 500}}]), encoding="utf-8")
-    command = [sys.executable, "-m", "qloop_kernel.testing", "--port", "0", "--script", str(script_file)]
+    command = [
+        sys.executable,
+        "-m",
+        "qloop_kernel.testing",
+        "--port",
+        "0",
+        "--script",
+        str(script_file),
+    ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env) as process:
         try:
@@ -731,7 +800,9 @@ def test_command_line_server(tmp_path: Path):
             assert _control(url, "/_qloop/script", items_to_json([Reply("from the CLI")])) == {
                 "remaining": 1
             }
-            with anthropic.Anthropic(api_key="test", base_url=url, max_retries=0) as sdk:
+            with anthropic.Anthropic(
+                api_key="test", base_url=url, max_retries=0, _strict_response_validation=True
+            ) as sdk:
                 message = sdk.messages.create(model=MODEL, max_tokens=16, messages=HELLO)
             log = _control(url, "/_qloop/requests")
             assert _control(url, "/_qloop/reset", []) == {"remaining": 0}
@@ -750,7 +821,9 @@ def test_command_line_server(tmp_path: Path):
 
 def test_command_line_rejects_a_bad_script(tmp_path: Path):
     script_file = tmp_path / "script.json"
-    script_file.write_text(json.dumps([{"content": "x", "fault": {"status": 529}}]), encoding="utf-8")
+    script_file.write_text(
+        json.dumps([{"content": "x", "fault": {"status": 529}}]), encoding="utf-8"
+    )
     command = [sys.executable, "-m", "qloop_kernel.testing", "--script", str(script_file)]
 
     result = subprocess.run(command, capture_output=True, text=True, timeout=30)
@@ -766,3 +839,23 @@ def test_control_endpoint_rejects_a_bad_script(standin):
     assert status == 400
     assert "unknown reply keys" in answer["error"]["message"]
     assert standin.requests == []
+
+
+def test_command_line_reports_a_busy_port(standin):
+    command = [sys.executable, "-m", "qloop_kernel.testing", "--port", str(standin.port)]
+
+    result = subprocess.run(command, capture_output=True, text=True, timeout=30)
+
+    assert result.returncode == 2
+    assert "cannot listen" in result.stderr
+
+
+def test_server_stops_and_starts_again():
+    server = StandInAPI(responder=lambda request: Reply("again"))
+    with server, make_client(server) as sdk:
+        assert create(sdk).content[0].text == "again"
+    with pytest.raises(RuntimeError, match="not running"):
+        server.base_url  # noqa: B018
+    with server, make_client(server) as sdk:
+        assert create(sdk).content[0].text == "again"
+    assert len(server.requests) == 2

@@ -26,11 +26,18 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m qloop_kernel.testing",
         description="Loopback stand-in for the Anthropic Messages API, answering from a script.",
     )
-    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: a free one)")
+    parser.add_argument("--port", type=_port, default=0, help="port on 127.0.0.1 (0: a free one)")
     parser.add_argument("--script", metavar="FILE", help="JSON script of replies and faults")
     parser.add_argument("--api-key", help="require this key (x-api-key or Authorization: Bearer)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log each request to stderr")
     return parser
+
+
+def _port(value: str) -> int:
+    port = int(value)
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port number (0-65535)")
+    return port
 
 
 def main(argv: Sequence[str] | None = None) -> int:

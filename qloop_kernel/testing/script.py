@@ -14,7 +14,7 @@ import secrets
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from .errors import default_message, error_type_for_status
 from .record import RecordedRequest
@@ -28,7 +28,7 @@ StopReason = Literal[
     "refusal",
     "model_context_window_exceeded",
 ]
-STOP_REASONS: frozenset[str] = frozenset(StopReason.__args__)  # type: ignore[attr-defined]
+STOP_REASONS: frozenset[str] = frozenset(get_args(StopReason))
 USAGE_FIELDS = frozenset(
     {"input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"}
 )

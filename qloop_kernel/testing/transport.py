@@ -11,6 +11,7 @@ import json
 import logging
 import secrets
 import socket
+import socketserver
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -124,6 +125,11 @@ class LoopbackHTTPServer(ThreadingHTTPServer):
         self._connections: set[socket.socket] = set()
         self._connections_lock = threading.Lock()
         super().__init__(("127.0.0.1", port), _Handler)
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind resolves the host name (getfqdn), which can stall without DNS.
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = "127.0.0.1", int(self.server_address[1])
 
     def process_request(self, request: Any, client_address: Any) -> None:
         with self._connections_lock:
