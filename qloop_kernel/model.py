@@ -7,7 +7,6 @@ those are retried with a bound on attempts and on the turn's remaining time.
 
 from __future__ import annotations
 
-import copy
 import os
 import random
 import time
@@ -238,9 +237,9 @@ def block_param(block: Any) -> Block:
 
 def build_params(model: str, request: ModelRequest) -> dict[str, Any]:
     """Request parameters with cache breakpoints on the tools, the system prompt and the newest block."""
-    tools = copy.deepcopy(request.tools)
+    tools = list(request.tools)
     if tools:
-        tools[-1]["cache_control"] = EPHEMERAL
+        tools[-1] = {**tools[-1], "cache_control": EPHEMERAL}
     params: dict[str, Any] = {
         "model": model,
         "max_tokens": request.max_tokens,

@@ -6,6 +6,7 @@ tool all become ``is_error`` tool results that tell the model what to do next.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import json
 import logging
@@ -57,6 +58,7 @@ class Tool:
     requires_approval: bool = True
     editable_field: str | None = None
     takes_model: bool = False
+    _schema: dict[str, Any] | None = field(default=None, init=False, repr=False)
 
     @classmethod
     def from_function(
@@ -81,10 +83,12 @@ class Tool:
         )
 
     def schema(self) -> dict[str, Any]:
-        """The Messages API tool definition."""
-        schema = self.input_model.model_json_schema()
-        schema.pop("title", None)
-        return {"name": self.name, "description": self.description, "input_schema": schema}
+        """The Messages API tool definition (built once: pydantic schema generation is slow)."""
+        if self._schema is None:
+            schema = self.input_model.model_json_schema()
+            schema.pop("title", None)
+            self._schema = {"name": self.name, "description": self.description, "input_schema": schema}
+        return copy.deepcopy(self._schema)
 
     def call(self, validated: BaseModel) -> Any:
         if self.takes_model:
