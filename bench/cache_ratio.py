@@ -1,0 +1,56 @@
+"""Prompt-cache share: a 10-turn tool session through the stand-in; share of input tokens read from cache.
+
+The stand-in accounts for cache breakpoints like the API does, so this measures where qloop places its
+breakpoints (tools, system prompt, newest block). Target: >= 85% of input tokens from cache, turn 2 on.
+Run: ``python bench/cache_ratio.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from qloop_kernel.conversation import SYSTEM_PROMPT
+from qloop_kernel.loop import Limits, QueryLoop
+from qloop_kernel.model import AnthropicModel
+from qloop_kernel.permissions import AutoApprover
+from qloop_kernel.testing import Reply, StandInAPI, text, tool_use
+from qloop_kernel.tools.runtime import Tool, ToolRuntime
+
+TURNS = 10
+
+
+def describe_column(name: str) -> str:
+    """Summary statistics of a column."""
+    return f"{name}: count 1000, mean 12.5, std 3.1, min 1.0, max 30.0, nulls 0 " * 4
+
+
+def main() -> int:
+    script = [Reply([text(f"Checking column c{i}."), tool_use("describe_column", {"name": f"c{i}"})])
+              for i in range(TURNS - 1)] + [Reply([text("All columns look clean.")])]  # fmt: skip
+    runtime = ToolRuntime.of([Tool.from_function(describe_column, requires_approval=False)],
+                             AutoApprover())  # fmt: skip
+    with StandInAPI(script) as api:
+        os.environ.update(api.environment())
+        prompt = [{"role": "user", "content": [{"type": "text", "text": "Check every column of df."}]}]
+        loop = QueryLoop(AnthropicModel("claude-sonnet-4-6"), runtime, system=SYSTEM_PROMPT,
+                         limits=Limits(max_turns=TURNS))  # fmt: skip
+        result = loop.run(prompt)
+        usages = [r.usage for r in api.requests]
+    assert result.status == "completed", result.stop
+    print(f"{'turn':>4}{'input':>8}{'cache read':>12}{'cache write':>13}{'read share':>12}")
+    for turn, u in enumerate(usages, 1):
+        total = u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"]
+        share = u["cache_read_input_tokens"] / total
+        print(f"{turn:>4}{u['input_tokens']:>8}{u['cache_read_input_tokens']:>12}"
+              f"{u['cache_creation_input_tokens']:>13}{share:>12.1%}")  # fmt: skip
+    later = usages[1:]
+    read = sum(u["cache_read_input_tokens"] for u in later)
+    total = sum(u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"]
+                for u in later)  # fmt: skip
+    print(f"cache-read share of input tokens, turns 2-{TURNS}: {read / total:.1%} (target >= 85%)")
+    return 0 if read / total >= 0.85 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
