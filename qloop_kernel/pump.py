@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
+import math
 import socket
 import sys
 import threading
@@ -262,7 +263,7 @@ class ShellPump:
             pause = _remaining(deadline, self.poll_interval)
             if pause <= 0:
                 return False
-            events = dict(poller.poll(pause * 1000))
+            events = dict(poller.poll(math.ceil(pause * 1000)))
             if self._waker.fileno() in events:
                 self._waker.drain()
             if socket_ in events:

@@ -86,9 +86,11 @@ class LabKernel:
 
     def start(self) -> LabKernel:
         """Start the kernel, wait until it answers ``kernel_info``, start the reader thread."""
+        if self._km is not None or self._stopping.is_set():
+            raise RuntimeError("a LabKernel is started once")
         self._km = KernelManager(kernel_name="python3")
-        self._km.start_kernel(env=self._env, cwd=self._cwd or os.getcwd())
         try:
+            self._km.start_kernel(env=self._env, cwd=self._cwd or os.getcwd())
             self._kc = self._km.blocking_client()
             self._kc.start_channels(stdin=False, hb=False)
             self._kc.wait_for_ready(timeout=self._startup_timeout)
@@ -98,6 +100,20 @@ class LabKernel:
         self._io_thread = threading.Thread(target=self._io_main, name="lab-kernel-io", daemon=True)
         self._io_thread.start()
         return self
+
+    def restart(self) -> None:
+        """Restart the kernel process, as "Restart Kernel" does, and wait until it is ready."""
+        self._manager.restart_kernel(now=True)
+        deadline = time.monotonic() + self._startup_timeout
+        while True:
+            # The idle status proves IOPub is connected again, not only the shell channel.
+            probe = self.request("kernel_info_request")
+            try:
+                self.wait_idle(probe, timeout=1.0)
+                return
+            except TimeoutError:
+                if time.monotonic() > deadline:
+                    raise
 
     def shutdown(self) -> None:
         """Stop the reader thread, close the channels and kill the kernel. Idempotent."""
@@ -148,6 +164,7 @@ class LabKernel:
         metadata: Mapping[str, Any] | None = None,
         headless: bool | None = None,
         subshell_id: str | None = None,
+        stop_on_error: bool = True,
         wait: bool = False,
         timeout: float = DEFAULT_TIMEOUT,
     ) -> str:
@@ -168,13 +185,13 @@ class LabKernel:
             "store_history": True,
             "user_expressions": {},
             "allow_stdin": False,
-            "stop_on_error": True,
+            "stop_on_error": stop_on_error,
         }
         msg_id = self.request(
             "execute_request", content, metadata=request_metadata, subshell_id=subshell_id
         )
         if wait:
-            self.wait_idle(msg_id, timeout)
+            self.complete(msg_id, timeout)
         return msg_id
 
     def run(self, code: str, timeout: float = DEFAULT_TIMEOUT, **execute_args: Any) -> str:

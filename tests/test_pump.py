@@ -297,6 +297,19 @@ def test_interrupt_while_waiting(fresh_kernel: LabKernel) -> None:
 
 
 @pytest.mark.kernel
+def test_waiting_cell_after_a_kernel_restart(fresh_kernel: LabKernel) -> None:
+    kernel = fresh_kernel
+    start_waiting(kernel, unique("Before restart"))
+    kernel.restart()  # kills the blocked kernel, as "Restart Kernel" does
+    assert kernel.run("print('clicked' in globals())") == "False\n"
+
+    cell, button = start_waiting(kernel, unique("After restart"))
+    kernel.click(button)
+    assert kernel.complete(cell)["content"]["status"] == "ok"
+    assert "resumed True" in kernel.stdout(cell)
+
+
+@pytest.mark.kernel
 def test_lab_and_headless_execute_requests(kernel: LabKernel) -> None:
     code = "print(sorted(get_ipython().kernel.get_parent()['metadata'].items()))"
     lab = kernel.run(code, cell_id="cell-1", metadata={"tags": ["x"]})
