@@ -32,7 +32,9 @@ def main() -> int:
                              AutoApprover())  # fmt: skip
     with StandInAPI(script) as api:
         os.environ.update(api.environment())
-        prompt = [{"role": "user", "content": [{"type": "text", "text": "Check every column of df."}]}]
+        prompt = [
+            {"role": "user", "content": [{"type": "text", "text": "Check every column of df."}]}
+        ]
         loop = QueryLoop(AnthropicModel("claude-sonnet-4-6"), runtime, system=SYSTEM_PROMPT,
                          limits=Limits(max_turns=TURNS))  # fmt: skip
         result = loop.run(prompt)

@@ -46,7 +46,9 @@ def script() -> list[Reply]:
 def stand_in() -> object:
     """The stand-in as its own process; yields its base URL."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "qloop_kernel.testing", "--port", "0"], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-m", "qloop_kernel.testing", "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert proc.stdout is not None
@@ -103,7 +105,9 @@ def run_sdk(base_url: str) -> tuple[float, float]:
 
 def main() -> int:
     with stand_in() as base_url:
-        os.environ.update(ANTHROPIC_BASE_URL=base_url, ANTHROPIC_API_KEY="bench", NO_PROXY="127.0.0.1")
+        os.environ.update(
+            ANTHROPIC_BASE_URL=base_url, ANTHROPIC_API_KEY="bench", NO_PROXY="127.0.0.1"
+        )
         run_qloop(base_url), run_sdk(base_url)  # warm-up: imports, connections
         ours, theirs = [], []
         for _ in range(RUNS):
@@ -112,7 +116,7 @@ def main() -> int:
     wall = [statistics.median(t[0] for t in runs) for runs in (ours, theirs)]
     cpu = [statistics.median(t[1] for t in runs) for runs in (ours, theirs)]
     print(f"{'loop':<18}{'wall s':>9}{'cpu s':>9}{'cpu/turn ms':>13}")
-    for name, w, c in zip(("qloop QueryLoop", "SDK tool_runner"), wall, cpu):
+    for name, w, c in zip(("qloop QueryLoop", "SDK tool_runner"), wall, cpu, strict=True):
         print(f"{name:<18}{w:>9.3f}{c:>9.3f}{c / TURNS * 1000:>13.2f}")
     ratio = cpu[0] / cpu[1]
     print(f"ratio qloop/SDK: cpu {ratio:.3f} (target <= 1.0), wall {wall[0] / wall[1]:.3f}")

@@ -50,7 +50,9 @@ plt.tight_layout()
 plt.show()
 monthly.round(0)"""
 
-GROWTH_PROMPT = "Now compare the regions: which one grew the most from the first to the second half?"
+GROWTH_PROMPT = (
+    "Now compare the regions: which one grew the most from the first to the second half?"
+)
 GROWTH_CODE = """\
 half = np.where(df["date"].dt.month <= 6, "H1", "H2")
 by_region = df.groupby(["region", half])["revenue"].sum().unstack()
@@ -61,22 +63,42 @@ by_region.sort_values("growth_%", ascending=False)"""
 def script() -> list[Reply]:
     return [
         Reply([text("Let me look at `df` first."), tool_use("inspect_variable", {"name": "df"})]),
-        Reply([text("The dates come in three formats. Parsing them:"),
-               tool_use("run_code", {"code": CLEAN_CODE})]),  # fmt: skip
+        Reply(
+            [
+                text("The dates come in three formats. Parsing them:"),
+                tool_use("run_code", {"code": CLEAN_CODE}),
+            ]
+        ),  # fmt: skip
         Reply([tool_use("run_code", {"code": PLOT_CODE})]),
-        Reply([text("Done. `df['date']` is now a datetime column (all 600 rows parsed, three "
+        Reply(
+            [
+                text(
+                    "Done. `df['date']` is now a datetime column (all 600 rows parsed, three "
                     "input formats). Monthly revenue is plotted above; it stays within a narrow "
-                    "band through the year with no missing months.")]),  # fmt: skip
+                    "band through the year with no missing months."
+                )
+            ]
+        ),  # fmt: skip
         Reply([tool_use("run_code", {"code": GROWTH_CODE})]),
-        Reply([text("Comparing the second half of the year with the first, the table above ranks "
+        Reply(
+            [
+                text(
+                    "Comparing the second half of the year with the first, the table above ranks "
                     "the regions by growth; the top row grew the most. The differences are "
-                    "modest, as expected for this simulated data.")]),  # fmt: skip
+                    "modest, as expected for this simulated data."
+                )
+            ]
+        ),  # fmt: skip
     ]
 
 
 def build() -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     nb.cells = [
         nbformat.v4.new_markdown_cell(
             "# qloop-kernel demo: a small sales analysis\n\nThe agent cells below carry saved "
@@ -95,7 +117,9 @@ def main() -> None:
     with StandInAPI(script()) as api:
         os.environ.update(api.environment())
         os.environ["QLOOP_APPROVAL"] = "auto"
-        AgentNotebookClient(nb, progress=io.StringIO(), timeout=300, kernel_name="python3").execute()
+        AgentNotebookClient(
+            nb, progress=io.StringIO(), timeout=300, kernel_name="python3"
+        ).execute()
         assert api.remaining == 0, "the demo script was not fully used"
     for cell in nb.cells:  # keep the file small: outputs are re-made by the replay
         if cell.cell_type == "code":

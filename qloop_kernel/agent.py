@@ -101,7 +101,10 @@ class KernelAgent:
         cards = {t.name for t in tools if t.requires_approval} if interactive else set()
         cancel = CancelToken()
         view = TurnDisplay(
-            interactive=cell.interactive, max_turns=settings.max_turns, cancel=cancel, cards_for=cards
+            interactive=cell.interactive,
+            max_turns=settings.max_turns,
+            cancel=cancel,
+            cards_for=cards,
         )
         if policy in ("readonly", "deny") and not cell.interactive and settings.approve is None:
             line("headless run: code steps are denied (policy 'readonly'); allow them with "

@@ -48,7 +48,8 @@ class ApprovalCard:
         self.approve = widgets.Button(description="Approve", button_style="success", icon="check")
         self.deny = widgets.Button(description="Deny", button_style="danger", icon="times")
         self.always = widgets.Button(
-            description="Always allow", tooltip=f"Run {request.call.name} without asking this session"
+            description="Always allow",
+            tooltip=f"Run {request.call.name} without asking this session",
         )
         self.edit = widgets.Button(description="Edit", icon="pencil")
         self.status = widgets.HTML()
@@ -76,7 +77,9 @@ class ApprovalCard:
     def _body(self) -> str:
         steps = self.request.details.get("steps")
         if isinstance(steps, list):
-            return "".join(f"<div><i>step {i}</i>{highlight(str(s))}</div>" for i, s in enumerate(steps, 1))
+            return "".join(
+                f"<div><i>step {i}</i>{highlight(str(s))}</div>" for i, s in enumerate(steps, 1)
+            )
         if self._original is not None:
             return highlight(self._original)
         text = json.dumps(self.request.call.input, indent=2, ensure_ascii=False)

@@ -22,7 +22,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.approve:
         os.environ["QLOOP_APPROVAL"] = args.approve
     client = AgentNotebookClient(
-        nb, timeout=args.timeout, kernel_name=args.kernel, resources={"metadata": {"path": str(source.parent)}}
+        nb,
+        timeout=args.timeout,
+        kernel_name=args.kernel,
+        resources={"metadata": {"path": str(source.parent)}},
     )
     status = 0
     try:
@@ -61,13 +64,15 @@ def _show(args: argparse.Namespace) -> int:
         tokens = sum(rec.usage.model_dump().values())
         cost = "" if rec.cost_usd is None else f"${rec.cost_usd:.4f}"
         prompt = rec.prompt.replace("\n", " ")
-        rows.append((str(index), prompt[:48], rec.status, str(len(rec.replay_steps())), f"{tokens:,}", cost))
+        rows.append(
+            (str(index), prompt[:48], rec.status, str(len(rec.replay_steps())), f"{tokens:,}", cost)
+        )
     if len(rows) == 1:
         print("no agent cells with saved records")
         return 0
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
-        print("  ".join(value.ljust(width) for value, width in zip(row, widths)).rstrip())
+        print("  ".join(value.ljust(width) for value, width in zip(row, widths, strict=True)).rstrip())
     return 0
 
 

@@ -9,7 +9,15 @@ from typing import Any
 from IPython.core.error import UsageError
 from pydantic import ValidationError
 
-SETTABLE = ("model", "approve", "max_turns", "max_cost", "max_tokens", "timeout", "max_output_tokens")
+SETTABLE = (
+    "model",
+    "approve",
+    "max_turns",
+    "max_cost",
+    "max_tokens",
+    "timeout",
+    "max_output_tokens",
+)
 
 
 def _help(magics: Any, args: list[str]) -> None:
@@ -24,7 +32,9 @@ def _status(magics: Any, args: list[str]) -> None:
     usage = totals.usage
     cost = f"${totals.cost_usd:.4f}" if totals.cost_known else "unknown (no price for the model)"
     settings = manager.settings.model_dump(exclude_none=True)
-    print(f"session {manager.session_id}: {totals.turns} turn(s), {totals.model_calls} model call(s)")
+    print(
+        f"session {manager.session_id}: {totals.turns} turn(s), {totals.model_calls} model call(s)"
+    )
     print(
         f"tokens: {usage.input_tokens:,} input, {usage.output_tokens:,} output, "
         f"{usage.cache_read_input_tokens:,} cache read, {usage.cache_creation_input_tokens:,} "

@@ -36,7 +36,10 @@ class ContextPolicy:
                 continue
             seen += 1
             size = estimate_tokens(message["content"])
-            if seen <= self.keep_recent_messages or kept_tokens + size <= self.tool_result_budget_tokens:
+            if (
+                seen <= self.keep_recent_messages
+                or kept_tokens + size <= self.tool_result_budget_tokens
+            ):
                 kept_tokens += size
                 continue
             out[index] = {**message, "content": [_trim(b) for b in message["content"]]}

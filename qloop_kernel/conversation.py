@@ -154,7 +154,9 @@ class ConversationManager:
                 turn_messages=turn_messages, outcomes=outcomes,
             )  # fmt: skip
 
-        saving = _SavingObserver(observer or TurnObserver(), lambda o: self._save(record_of(None, o)))
+        saving = _SavingObserver(
+            observer or TurnObserver(), lambda o: self._save(record_of(None, o))
+        )
         self._save(record_of(None, []))
         loop = QueryLoop(
             model, runtime, system=self.system_prompt, limits=settings.limits(), price=price,

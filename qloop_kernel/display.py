@@ -91,7 +91,10 @@ class TurnDisplay(TurnObserver):
             self._thinking += event.text
             self._refresh_thinking()
         elif isinstance(event, RetryNotice):
-            line(f"retrying in {event.delay_s:.1f} s (attempt {event.attempt}): {event.reason}", "warn")
+            line(
+                f"retrying in {event.delay_s:.1f} s (attempt {event.attempt}): {event.reason}",
+                "warn",
+            )
 
     def on_response(self, response: ModelResponse, usage: Usage, cost_usd: float | None) -> None:
         self._end_segment()
@@ -164,5 +167,7 @@ class TurnDisplay(TurnObserver):
 
 
 def _short_input(value: dict[str, Any], limit: int = 80) -> str:
-    text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in value.items())
+    text = ", ".join(
+        f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in value.items()
+    )
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -13,7 +13,14 @@ DISPLAY_NAME = "Python 3 (qloop)"
 
 def kernel_json(python: str = sys.executable) -> dict[str, object]:
     return {
-        "argv": [python, "-m", "ipykernel_launcher", "-f", "{connection_file}", "--ext=qloop_kernel"],
+        "argv": [
+            python,
+            "-m",
+            "ipykernel_launcher",
+            "-f",
+            "{connection_file}",
+            "--ext=qloop_kernel",
+        ],
         "display_name": DISPLAY_NAME,
         "language": "python",
         "metadata": {"debugger": True},

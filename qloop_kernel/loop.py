@@ -45,7 +45,9 @@ CUT_TOOL_CALL = (
     "Your previous response hit the output token limit while writing a call to '{name}'; that call was "
     "not run. Make it again with a shorter input (for example, split long code into several calls)."
 )
-CUT_TEXT = "Your previous response was cut off at the output token limit. Continue where you stopped."
+CUT_TEXT = (
+    "Your previous response was cut off at the output token limit. Continue where you stopped."
+)
 
 
 class ModelClient(Protocol):
@@ -296,8 +298,12 @@ class QueryLoop:
         for call in _tool_calls(last["content"]):
             if call.id not in answered:
                 content.append(
-                    {"type": "tool_result", "tool_use_id": call.id, "is_error": True,
-                     "content": [{"type": "text", "text": why}]}
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": call.id,
+                        "is_error": True,
+                        "content": [{"type": "text", "text": why}],
+                    }
                 )
         if content:
             turn.messages.append({"role": "user", "content": content})

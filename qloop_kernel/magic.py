@@ -35,14 +35,18 @@ options: --approve {ask,auto,readonly,deny} --max-turns N --max-cost USD --max-t
 class QloopAgent(Configurable):
     """Defaults for agent cells (set in ipython_config.py / ipython_kernel_config.py)."""
 
-    model = Unicode("", help="Model id; default QLOOP_MODEL or the built-in default.").tag(config=True)
-    approve = Enum(["", *POLICIES], "", help="Approval policy; default QLOOP_APPROVAL or by context.").tag(
+    model = Unicode("", help="Model id; default QLOOP_MODEL or the built-in default.").tag(
         config=True
     )
+    approve = Enum(
+        ["", *POLICIES], "", help="Approval policy; default QLOOP_APPROVAL or by context."
+    ).tag(config=True)
     max_turns = Int(20, help="Model calls per cell turn.").tag(config=True)
     max_cost = Float(0.0, help="USD budget per cell turn (0: none).").tag(config=True)
     max_tokens = Int(0, help="Token budget per cell turn (0: none).").tag(config=True)
-    timeout = Float(0.0, help="Seconds per cell turn, approval waits excluded (0: none).").tag(config=True)
+    timeout = Float(0.0, help="Seconds per cell turn, approval waits excluded (0: none).").tag(
+        config=True
+    )
 
 
 class _Parser(argparse.ArgumentParser):
@@ -137,7 +141,9 @@ class AgentMagics(Magics):
         from .agent import CellOptions
 
         if not prompt:
-            raise UsageError("%%agent: the task is empty: write what the agent should do in the cell")
+            raise UsageError(
+                "%%agent: the task is empty: write what the agent should do in the cell"
+            )
         overrides = {
             "approve": args.approve, "max_turns": args.max_turns, "max_cost": args.max_cost,
             "max_tokens": args.max_tokens, "timeout": args.timeout, "model": args.model,

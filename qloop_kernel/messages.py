@@ -205,7 +205,9 @@ class Failed:
     status: Literal["error"] = "error"
 
 
-StopReason: TypeAlias = Completed | MaxTurns | BudgetExceeded | TimedOut | Interrupted | Refused | Failed
+StopReason: TypeAlias = (
+    Completed | MaxTurns | BudgetExceeded | TimedOut | Interrupted | Refused | Failed
+)
 
 
 def describe_stop(stop: StopReason) -> str:
@@ -216,7 +218,9 @@ def describe_stop(stop: StopReason) -> str:
         case MaxTurns(limit=limit):
             return f"stopped: reached the limit of {limit} model calls (--max-turns)"
         case BudgetExceeded(what="tokens", spent=spent, limit=limit):
-            return f"stopped: token budget reached ({spent:,.0f} of {limit:,.0f} tokens, --max-tokens)"
+            return (
+                f"stopped: token budget reached ({spent:,.0f} of {limit:,.0f} tokens, --max-tokens)"
+            )
         case BudgetExceeded(spent=spent, limit=limit):
             return f"stopped: cost budget reached (${spent:.4f} of ${limit:.4f}, --max-cost)"
         case TimedOut(seconds=seconds):

@@ -84,5 +84,7 @@ def policy_approver(policy: Policy, interactive: Approver | None) -> Approver:
     if policy == "ask" and interactive is not None:
         return interactive
     if policy == "ask":
-        return PolicyDenier("readonly", HEADLESS_HINT + "; no frontend can show approval cards here")
+        return PolicyDenier(
+            "readonly", HEADLESS_HINT + "; no frontend can show approval cards here"
+        )
     return PolicyDenier(policy)

@@ -71,7 +71,9 @@ def parse_price(text: str) -> Price:
     """Parse ``"3,15"`` or ``"3 15"`` (USD per million input, output tokens)."""
     parts = [p for p in re.split(r"[,\s]+", text.strip()) if p]
     if len(parts) != 2:
-        raise ValueError(f"a price is two numbers, input and output USD per million tokens: {text!r}")
+        raise ValueError(
+            f"a price is two numbers, input and output USD per million tokens: {text!r}"
+        )
     try:
         values = [float(p) for p in parts]
     except ValueError:

@@ -24,7 +24,14 @@ MAX_RECORD_BYTES = 5_000_000
 REPLAYABLE_DECISIONS = ("approved", "edited", "auto", "always")
 
 Status = Literal[
-    "running", "completed", "max_turns", "budget_exceeded", "timeout", "interrupted", "refused", "error"
+    "running",
+    "completed",
+    "max_turns",
+    "budget_exceeded",
+    "timeout",
+    "interrupted",
+    "refused",
+    "error",
 ]
 
 
@@ -172,7 +179,9 @@ def tool_call_record(outcome: ToolOutcome) -> ToolCallRecord:
         id=outcome.call.id,
         name=outcome.call.name,
         input=redact(outcome.input_as_run),
-        decision=DecisionRecord(kind=outcome.decision, reason=outcome.reason, at=outcome.decided_at),
+        decision=DecisionRecord(
+            kind=outcome.decision, reason=outcome.reason, at=outcome.decided_at
+        ),
         is_error=outcome.is_error,
         output_summary=redact(_summary(outcome.text)),
         duration_s=round(outcome.duration_s, 4),
@@ -181,7 +190,11 @@ def tool_call_record(outcome: ToolOutcome) -> ToolCallRecord:
 
 
 def _summary(text: str, limit: int = 2000) -> str:
-    return text if len(text) <= limit else text[:limit] + f"\n[... {len(text) - limit:,} more characters]"
+    return (
+        text
+        if len(text) <= limit
+        else text[:limit] + f"\n[... {len(text) - limit:,} more characters]"
+    )
 
 
 def image_placeholder(block: dict[str, Any]) -> ImagePlaceholder | None:

@@ -53,7 +53,9 @@ def replay(agent: KernelAgent, record: CellRecord, settings: Settings, cell: Cel
     line("replay complete", "ok")
 
 
-def _approved(agent: KernelAgent, record: CellRecord, settings: Settings, cell: CellContext) -> bool:
+def _approved(
+    agent: KernelAgent, record: CellRecord, settings: Settings, cell: CellContext
+) -> bool:
     from .approval import CardApprover
     from .display import line
 
@@ -64,7 +66,9 @@ def _approved(agent: KernelAgent, record: CellRecord, settings: Settings, cell: 
         details={"steps": codes},
     )
     policy = agent.policy_for(settings, cell)
-    approver = policy_approver(policy, CardApprover(allow_always=False) if cell.interactive else None)
+    approver = policy_approver(
+        policy, CardApprover(allow_always=False) if cell.interactive else None
+    )
     decision = approver.decide(request)
     if isinstance(decision, Deny):
         line(f"replay not run: {decision.reason or 'denied'}", "warn")

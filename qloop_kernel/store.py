@@ -67,10 +67,16 @@ class NotebookStore:
 
     def publish(self, data: dict[str, Any], record: CellRecord) -> None:
         """Show ``data`` (an already sealed record) in the mirror and send it to the frontend."""
-        bundle = {MIME_TYPE: data, "text/markdown": to_markdown(record), "text/plain": summary_line(record)}
+        bundle = {
+            MIME_TYPE: data,
+            "text/markdown": to_markdown(record),
+            "text/plain": summary_line(record),
+        }
         if self._handle is None:
             self._handle = display(bundle, raw=True, display_id=True)
         else:
             self._handle.update(bundle, raw=True)
         if self.cell_id and self.to_frontend:
-            _bridge.send({"op": "set_metadata", "cell_id": self.cell_id, "key": "qloop", "value": data})
+            _bridge.send(
+                {"op": "set_metadata", "cell_id": self.cell_id, "key": "qloop", "value": data}
+            )

@@ -62,7 +62,9 @@ def _forward(events: queue.SimpleQueue[Any]) -> Callable[[ModelEvent], None]:
     return put
 
 
-def _drain_until_done(events: queue.SimpleQueue[Any], on_event: Callable[[ModelEvent], None]) -> None:
+def _drain_until_done(
+    events: queue.SimpleQueue[Any], on_event: Callable[[ModelEvent], None]
+) -> None:
     while True:
         wait_until(lambda: not events.empty())
         while not events.empty():

@@ -30,7 +30,9 @@ def to_markdown(record: CellRecord) -> str:
     lines = [f"**qloop** · `{record.status}` · {record.model} · {usage_line(record)}", ""]
     lines += ["> " + line for line in record.prompt.splitlines() or [""]]
     for index, call in enumerate(record.tool_calls, 1):
-        decision = call.decision.kind + (f": {call.decision.reason}" if call.decision.reason else "")
+        decision = call.decision.kind + (
+            f": {call.decision.reason}" if call.decision.reason else ""
+        )
         lines += ["", f"**{index}. `{call.name}`** — {decision}"]
         code = call.input.get("code")
         if isinstance(code, str):

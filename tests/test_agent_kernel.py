@@ -80,7 +80,9 @@ def test_approve_runs_the_code_and_run_all_waits(lab: LabKernel, api: StandInAPI
     assert record["answer"] == "Done: **y** is 20."
 
 
-def test_deny_with_a_reason_runs_nothing_and_tells_the_model(lab: LabKernel, api: StandInAPI) -> None:
+def test_deny_with_a_reason_runs_nothing_and_tells_the_model(
+    lab: LabKernel, api: StandInAPI
+) -> None:
     api.set_script(
         [Reply([tool_use("run_code", {"code": "danger = 1"})]), Reply([text("OK, I will not.")])]
     )
@@ -128,7 +130,9 @@ def test_interrupt_while_waiting_for_approval(lab: LabKernel, api: StandInAPI) -
     lab.interrupt()
     reply = lab.complete(agent, 30)
     assert time.monotonic() - started < 5
-    assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "KeyboardInterrupt"
+    assert (
+        reply["content"]["status"] == "error" and reply["content"]["ename"] == "KeyboardInterrupt"
+    )
     assert lab.complete(queued, 30)["content"]["status"] == "aborted"  # "Run All" stops
     assert lab.widget_state(approve)["disabled"] is True
     assert lab.run("print('w' in dir(), 'q' in dir())").strip() == "False False"
@@ -164,7 +168,9 @@ def test_interrupt_while_the_model_streams(lab: LabKernel, api: StandInAPI) -> N
     assert lab.run("print('alive')").strip() == "alive"
 
 
-def test_stop_button_ends_the_turn_and_next_cells_still_run(lab: LabKernel, api: StandInAPI) -> None:
+def test_stop_button_ends_the_turn_and_next_cells_still_run(
+    lab: LabKernel, api: StandInAPI
+) -> None:
     api.set_script([Reply([text("word " * 200)], event_delay=0.05)])
     agent = lab.execute("%%agent\nTalk slowly.", cell_id="agent-8")
     after = lab.execute("after_stop = 1", cell_id="after")
@@ -200,7 +206,9 @@ def test_follow_up_cells_share_the_conversation(lab: LabKernel, api: StandInAPI)
     assert sent == ["First question.", "first answer", "Now the follow-up."]
 
 
-def test_code_errors_go_back_to_the_model_and_the_turn_goes_on(lab: LabKernel, api: StandInAPI) -> None:
+def test_code_errors_go_back_to_the_model_and_the_turn_goes_on(
+    lab: LabKernel, api: StandInAPI
+) -> None:
     api.set_script([Reply([tool_use("run_code", {"code": "1 / 0"})]), Reply([text("fixed")])])
     agent = lab.execute("%%agent --approve auto\nDivide.", cell_id="agent-9")
     assert lab.complete(agent, 60)["content"]["status"] == "ok"

@@ -183,7 +183,9 @@ def test_refusal_never_runs_its_tool_calls():
 
 
 def test_pause_turn_continues_the_turn():
-    loop, model, _ = loop_for([respond(text("part"), stop_reason="pause_turn"), respond(text("end"))])
+    loop, model, _ = loop_for(
+        [respond(text("part"), stop_reason="pause_turn"), respond(text("end"))]
+    )
     result = loop.run(USER)
     assert result.stop == Completed()
     assert model.requests[1].messages[-1]["content"] == [{"type": "text", "text": "part"}]

@@ -119,8 +119,14 @@ def test_broken_streams_are_retried(api: StandInAPI, broken: Reply) -> None:
 @pytest.mark.parametrize(
     ("fault", "words"),
     [
-        (Fault(401, message="invalid x-api-key"), "API error 401 (authentication_error): invalid x-api-key"),
-        (Fault(400, message="messages: bad"), "API error 400 (invalid_request_error): messages: bad"),
+        (
+            Fault(401, message="invalid x-api-key"),
+            "API error 401 (authentication_error): invalid x-api-key",
+        ),
+        (
+            Fault(400, message="messages: bad"),
+            "API error 400 (invalid_request_error): messages: bad",
+        ),
     ],
     ids=["401", "400"],
 )

@@ -114,7 +114,9 @@ def test_denial_carries_the_users_reason_and_nothing_runs():
     runtime = ToolRuntime.of([Tool.from_function(act)], Recorder(Deny("not on prod data")))
     outcome = runtime.run(call("act", code="drop()"))
     assert ran == []
-    assert outcome.is_error and outcome.decision == "denied" and outcome.reason == "not on prod data"
+    assert (
+        outcome.is_error and outcome.decision == "denied" and outcome.reason == "not on prod data"
+    )
     assert "not on prod data" in outcome.text
 
 

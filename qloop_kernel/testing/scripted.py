@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from ..loop import CancelToken, TurnCancelled
 from ..messages import (
@@ -24,7 +24,7 @@ from ..messages import (
     UsageUpdate,
 )
 
-ScriptItem = Union[ModelResponse, Callable[[ModelRequest], ModelResponse], BaseException]
+ScriptItem = ModelResponse | Callable[[ModelRequest], ModelResponse] | BaseException
 
 
 def respond(
@@ -33,7 +33,9 @@ def respond(
     """A response from blocks (dicts or objects with ``to_json()``); stop reason inferred by default."""
     content = [b.to_json() if hasattr(b, "to_json") else dict(b) for b in blocks]
     if stop_reason == "auto":
-        stop_reason = "tool_use" if any(b.get("type") == "tool_use" for b in content) else "end_turn"
+        stop_reason = (
+            "tool_use" if any(b.get("type") == "tool_use" for b in content) else "end_turn"
+        )
     return ModelResponse(content, stop_reason, usage or Usage(100, 20), "scripted")
 
 
@@ -55,7 +57,9 @@ class ScriptedModel:
         if cancel.cancelled:
             raise TurnCancelled("cancelled")
         if not self.script:
-            raise AssertionError(f"ScriptedModel: no reply scripted for request {len(self.requests)}")
+            raise AssertionError(
+                f"ScriptedModel: no reply scripted for request {len(self.requests)}"
+            )
         item = self.script.pop(0)
         if isinstance(item, BaseException):
             raise item

@@ -76,7 +76,9 @@ def _time_limit(seconds: float | None) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def _content(captured: Any, value: Any, error: BaseException | None, timeout: float | None) -> list[Block]:
+def _content(
+    captured: Any, value: Any, error: BaseException | None, timeout: float | None
+) -> list[Block]:
     sections: list[str] = []
     if captured.stdout:
         sections.append("stdout:\n" + truncate(strip_ansi(captured.stdout), MAX_STREAM_CHARS))

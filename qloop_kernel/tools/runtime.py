@@ -87,7 +87,11 @@ class Tool:
         if self._schema is None:
             schema = self.input_model.model_json_schema()
             schema.pop("title", None)
-            self._schema = {"name": self.name, "description": self.description, "input_schema": schema}
+            self._schema = {
+                "name": self.name,
+                "description": self.description,
+                "input_schema": schema,
+            }
         return copy.deepcopy(self._schema)
 
     def call(self, validated: BaseModel) -> Any:
@@ -151,7 +155,9 @@ def format_validation_error(tool: Tool, error: ValidationError) -> str:
         where = ".".join(str(p) for p in err["loc"]) or "(input)"
         lines.append(f"- {where}: {err['msg']}")
     props = tool.schema()["input_schema"].get("properties", {})
-    lines.append(f"Expected fields: {', '.join(props) or '(none)'}. Fix the input and call it again.")
+    lines.append(
+        f"Expected fields: {', '.join(props) or '(none)'}. Fix the input and call it again."
+    )
     return "\n".join(lines)
 
 
@@ -285,12 +291,21 @@ class ToolRuntime:
     def _denied(self, call: ToolCall, reason: str | None, waited: float) -> ToolOutcome:
         said = reason.strip() if reason else ""
         text = (
-            f"The user denied this call: {said}" if said else "The user denied this call (no reason given)."
+            f"The user denied this call: {said}"
+            if said
+            else "The user denied this call (no reason given)."
         )
         if not said.startswith("not run: the approval policy"):
             text += " It was not run. Take the reason into account; do not repeat the same call."
         return ToolOutcome(
-            call, [{"type": "text", "text": text}], True, "denied", call.input, said or None, 0.0, waited
+            call,
+            [{"type": "text", "text": text}],
+            True,
+            "denied",
+            call.input,
+            said or None,
+            0.0,
+            waited,
         )
 
     def _error(
