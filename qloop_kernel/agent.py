@@ -96,7 +96,7 @@ class KernelAgent:
         policy = self.policy_for(settings, cell)
         interactive = cell.interactive and policy == "ask"
         approver = policy_approver(policy, CardApprover() if cell.interactive else None)
-        tools = builtin_tools(self.shell)
+        tools = builtin_tools(self.shell, code_timeout_s=settings.code_timeout)
         runtime = ToolRuntime.of(tools, approver, always_allowed=self.manager.always_allowed)
         cards = {t.name for t in tools if t.requires_approval} if interactive else set()
         cancel = CancelToken()

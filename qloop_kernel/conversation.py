@@ -42,6 +42,7 @@ class Settings(BaseModel):
     max_cost: float | None = Field(None, gt=0)
     max_tokens: int | None = Field(None, gt=0)
     timeout: float | None = Field(None, gt=0)
+    code_timeout: float | None = Field(None, gt=0)  # per run_code call
     max_output_tokens: int = Field(8192, ge=256)
     price: tuple[float, float] | None = None  # USD per million input, output tokens
 

@@ -35,6 +35,6 @@ def install(*, user: bool = False, prefix: str | None = None, name: str = KERNEL
         Path(folder, "kernel.json").write_text(json.dumps(kernel_json(), indent=2))
         return str(
             KernelSpecManager().install_kernel_spec(
-                folder, kernel_name=name, user=user, prefix=prefix, replace=True
+                folder, kernel_name=name, user=user, prefix=prefix
             )
         )

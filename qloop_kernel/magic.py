@@ -29,7 +29,7 @@ HELP = """\
 %agent reset                 start a fresh conversation
 %agent key                   type the API key for this kernel (not shown, never saved)
 options: --approve {ask,auto,readonly,deny} --max-turns N --max-cost USD --max-tokens N
-         --timeout SECONDS --model NAME --new (fresh conversation) --fresh (ignore the saved record)"""
+         --timeout SECONDS --code-timeout SECONDS --model NAME --new (fresh conversation) --fresh (ignore the saved record)"""
 
 
 class QloopAgent(Configurable):
@@ -61,6 +61,7 @@ def _parser() -> _Parser:
     parser.add_argument("--max-cost", type=float)
     parser.add_argument("--max-tokens", type=int)
     parser.add_argument("--timeout", type=float)
+    parser.add_argument("--code-timeout", type=float)
     parser.add_argument("--model")
     parser.add_argument("--new", action="store_true")
     parser.add_argument("--fresh", action="store_true")
@@ -147,6 +148,7 @@ class AgentMagics(Magics):
         overrides = {
             "approve": args.approve, "max_turns": args.max_turns, "max_cost": args.max_cost,
             "max_tokens": args.max_tokens, "timeout": args.timeout, "model": args.model,
+            "code_timeout": args.code_timeout,
         }  # fmt: skip
         try:
             settings = self.agent.manager.settings.model_copy(

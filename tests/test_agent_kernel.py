@@ -276,3 +276,29 @@ def test_status_reports_tokens_and_cost(lab: LabKernel, api: StandInAPI) -> None
     lab.run("%%agent --new\nhi", cell_id="s1")
     status = lab.run("%agent status")
     assert "1 turn(s), 1 model call(s)" in status and "cost $" in status
+
+
+def test_code_timeout_interrupts_only_the_tool(lab: LabKernel, api: StandInAPI) -> None:
+    code = "import time\nstarted_sleep = 1\ntime.sleep(20)\nfinished_sleep = 1"
+    api.set_script([Reply([tool_use("run_code", {"code": code})]), Reply([text("too slow")])])
+    agent = lab.execute("%%agent --approve auto --code-timeout 1\nSleep.", cell_id="agent-12")
+    assert lab.complete(agent, 60)["content"]["status"] == "ok"
+    sent = tool_results(api.requests[1])[0]
+    assert sent["is_error"] and "longer than the 1 s limit" in result_text(sent)
+    assert saved_record(lab, agent)["status"] == "completed"
+    assert lab.run("print('started_sleep' in dir(), 'finished_sleep' in dir())").strip() == "True False"
+
+
+def test_one_line_prompt_and_kernel_spec(lab: LabKernel, api: StandInAPI, tmp_path) -> None:
+    api.set_script([Reply([text("short answer")])])
+    msg_id = lab.execute("%agent --new What is 2 + 2?", cell_id="line")
+    assert lab.complete(msg_id, 60)["content"]["status"] == "ok"
+    assert api.requests[0].body["messages"][0]["content"][0]["text"] == "What is 2 + 2?"
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    from qloop_kernel.kernelspec import install
+
+    install(prefix=str(tmp_path))
+    manager = KernelSpecManager(kernel_dirs=[str(tmp_path / "share" / "jupyter" / "kernels")])
+    spec = manager.get_kernel_spec("qloop")
+    assert spec.display_name == "Python 3 (qloop)" and "--ext=qloop_kernel" in spec.argv
