@@ -46,9 +46,9 @@ def unique(prefix: str) -> str:
     return f"{prefix} {uuid.uuid4().hex[:8]}"
 
 
-def start_waiting(kernel: LabKernel, label: str, **execute_args: object) -> tuple[str, str]:
+def start_waiting(kernel: LabKernel, label: str) -> tuple[str, str]:
     """Execute a waiting cell; return its msg_id and the button's comm id once it waits."""
-    cell = kernel.execute(waiting_cell(label), **execute_args)  # type: ignore[arg-type]
+    cell = kernel.execute(waiting_cell(label))
     button = kernel.wait_for_button(label, parent=cell)
     kernel.wait_for_output(cell, "waiting")
     return cell, button

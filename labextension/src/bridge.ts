@@ -1,0 +1,93 @@
+/**
+ * The comm bridge: lets the notebook's kernel read and write `metadata.qloop`
+ * of the cells of that notebook.
+ */
+import { ISessionContext } from '@jupyterlab/apputils';
+import { ICellModel } from '@jupyterlab/cells';
+import { INotebookModel } from '@jupyterlab/notebook';
+import { Kernel, KernelMessage } from '@jupyterlab/services';
+import { JSONObject } from '@lumino/coreutils';
+
+import { ICellLookup, handleRequest } from './protocol';
+import { COMM_TARGET, isJSONObject } from './record';
+
+/** The extension's npm package version, reported to `hello` requests. */
+export const EXTENSION_VERSION = '0.1.0';
+
+const HELLO: JSONObject = {
+  frontend: 'jupyterlab',
+  version: EXTENSION_VERSION
+};
+
+/** Looks cells up by id in a notebook model that may close meanwhile. */
+export class NotebookCells implements ICellLookup {
+  constructor(private readonly _model: () => INotebookModel | null) {}
+
+  /** The cell with this id, or undefined. */
+  findCell(cellId: string): ICellModel | undefined {
+    const model = this._model();
+    if (!model || model.isDisposed) {
+      return undefined;
+    }
+    for (const cell of model.cells) {
+      if (cell.id === cellId) {
+        return cell;
+      }
+    }
+    return undefined;
+  }
+}
+
+function reply(comm: Kernel.IComm, data: unknown, cells: ICellLookup): void {
+  const answer = handleRequest(data, cells, HELLO);
+  if (comm.isDisposed) {
+    return;
+  }
+  try {
+    comm.send(answer).done.catch(reason => {
+      console.warn('qloop: the kernel did not receive an ack', reason);
+    });
+  } catch (reason) {
+    // The kernel went away between the request and the reply.
+    console.warn('qloop: could not send an ack', reason);
+  }
+}
+
+function openHandler(cells: ICellLookup) {
+  return (comm: Kernel.IComm, msg: KernelMessage.ICommOpenMsg): void => {
+    comm.onMsg = (message: KernelMessage.ICommMsgMsg) => {
+      reply(comm, message.content.data, cells);
+    };
+    // A request may ride on the open message itself.
+    const data: unknown = msg.content.data;
+    if (isJSONObject(data) && typeof data['op'] === 'string') {
+      reply(comm, data, cells);
+    }
+  };
+}
+
+function register(
+  kernel: Kernel.IKernelConnection | null | undefined,
+  cells: ICellLookup
+): void {
+  if (kernel && !kernel.isDisposed) {
+    // The registry belongs to the connection and survives restarts; a second
+    // registration on the same connection replaces the first.
+    kernel.registerCommTarget(COMM_TARGET, openHandler(cells));
+  }
+}
+
+/**
+ * Register the `qloop` comm target on the notebook's kernel, now and on every
+ * later kernel (kernel change, new session).
+ */
+export function connectCommBridge(
+  sessionContext: ISessionContext,
+  model: () => INotebookModel | null
+): void {
+  const cells = new NotebookCells(model);
+  register(sessionContext.session?.kernel, cells);
+  sessionContext.kernelChanged.connect((_, change) =>
+    register(change.newValue, cells)
+  );
+}

@@ -1,0 +1,87 @@
+/**
+ * Marks agent cells: cells whose `metadata.qloop` holds a saved turn.
+ *
+ * The cell node gets the class `qloop-agent-cell`, a `data-qloop-status`
+ * attribute and the badge text in the CSS variable `--qloop-badge`, which the
+ * stylesheet shows at the bottom right of the cell's input.
+ */
+import { Cell, ICellModel } from '@jupyterlab/cells';
+import { Notebook } from '@jupyterlab/notebook';
+
+import { METADATA_KEY, TurnStatus, statusOf, unreadableReason } from './record';
+
+/** Class on the node of a cell that carries a saved record. */
+export const AGENT_CELL_CLASS = 'qloop-agent-cell';
+/** Attribute with the record's status, or `unreadable` for a record the view cannot read. */
+export const STATUS_ATTRIBUTE = 'data-qloop-status';
+/** CSS variable holding the badge text (a CSS string). */
+export const BADGE_VARIABLE = '--qloop-badge';
+
+const BADGES: Record<TurnStatus | 'unreadable', string> = {
+  completed: 'agent · replayable',
+  running: 'agent · running',
+  max_turns: 'agent · turn limit',
+  budget_exceeded: 'agent · over budget',
+  timeout: 'agent · timed out',
+  interrupted: 'agent · interrupted',
+  refused: 'agent · refused',
+  error: 'agent · error',
+  unknown: 'agent · saved',
+  unreadable: 'agent · unreadable record'
+};
+
+/** The marker state of a cell model: null when it has no saved record. */
+export function markerStatus(
+  model: ICellModel
+): TurnStatus | 'unreadable' | null {
+  const record = model.getMetadata(METADATA_KEY);
+  if (record === undefined) {
+    return null;
+  }
+  return unreadableReason(record) === null ? statusOf(record) : 'unreadable';
+}
+
+/** Bring one cell's marker up to date with its metadata. */
+export function updateMarker(cell: Cell): void {
+  if (cell.isDisposed) {
+    return;
+  }
+  const status = markerStatus(cell.model);
+  const node = cell.node;
+  if (status === null) {
+    node.classList.remove(AGENT_CELL_CLASS);
+    node.removeAttribute(STATUS_ATTRIBUTE);
+    node.style.removeProperty(BADGE_VARIABLE);
+    return;
+  }
+  node.classList.add(AGENT_CELL_CLASS);
+  node.setAttribute(STATUS_ATTRIBUTE, status);
+  node.style.setProperty(BADGE_VARIABLE, JSON.stringify(BADGES[status]));
+}
+
+function watchCell(cell: Cell, watched: WeakSet<Cell>): void {
+  if (watched.has(cell)) {
+    return;
+  }
+  watched.add(cell);
+  const model = cell.model;
+  const onChange = (_: unknown, change: { key: string }) => {
+    if (change.key === METADATA_KEY) {
+      updateMarker(cell);
+    }
+  };
+  model.metadataChanged.connect(onChange);
+  cell.disposed.connect(() => model.metadataChanged.disconnect(onChange));
+  updateMarker(cell);
+}
+
+/** Mark the notebook's agent cells now and whenever cells or metadata change. */
+export function trackMarkers(notebook: Notebook): void {
+  const watched = new WeakSet<Cell>();
+  const watchAll = () =>
+    notebook.widgets.forEach(cell => watchCell(cell, watched));
+  watchAll();
+  // The notebook creates the widgets of new cells in its own handler of this
+  // signal, connected before this one.
+  notebook.model?.cells.changed.connect(watchAll);
+}

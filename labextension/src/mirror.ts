@@ -1,0 +1,93 @@
+/**
+ * Moves the transcript mirror (a `display_data` output) into `metadata.qloop`.
+ *
+ * A notebook run headless, or saved while the comm was not there, carries the
+ * record only as an output; outputs are not sent back to the kernel on a
+ * re-run and "Clear outputs" erases them, so the record is copied into the
+ * cell metadata when the cell enters the notebook model.
+ */
+import { ICellModel, ICodeCellModel } from '@jupyterlab/cells';
+import { INotebookModel } from '@jupyterlab/notebook';
+import { JSONExt, JSONObject, JSONValue } from '@lumino/coreutils';
+
+import { METADATA_KEY, TRANSCRIPT_MIME, isJSONObject, isNewer } from './record';
+
+function parseMirror(value: unknown): JSONObject | null {
+  if (typeof value === 'string') {
+    try {
+      value = JSON.parse(value);
+    } catch {
+      return null;
+    }
+  }
+  return isJSONObject(value) ? value : null;
+}
+
+/** The newest transcript record among a code cell's outputs, or null. */
+export function mirrorRecord(cell: ICellModel): JSONObject | null {
+  if (cell.type !== 'code') {
+    return null;
+  }
+  const outputs = (cell as ICodeCellModel).outputs;
+  let newest: JSONObject | null = null;
+  for (let index = 0; index < outputs.length; index++) {
+    const record = parseMirror(outputs.get(index).data[TRANSCRIPT_MIME]);
+    if (record && (newest === null || !isNewer(newest, record))) {
+      newest = record;
+    }
+  }
+  return newest;
+}
+
+/** Whether the mirror should replace what the metadata holds: newest wins. */
+export function mirrorWins(mirror: JSONObject, saved: unknown): boolean {
+  if (!isJSONObject(saved)) {
+    return true;
+  }
+  return (
+    !JSONExt.deepEqual(mirror, saved as JSONValue) && isNewer(mirror, saved)
+  );
+}
+
+/**
+ * Copy a cell's mirror record into its metadata when the mirror is newer.
+ *
+ * @returns whether the metadata changed (the notebook is then dirty).
+ */
+export function syncCell(cell: ICellModel): boolean {
+  if (cell.isDisposed) {
+    return false;
+  }
+  const mirror = mirrorRecord(cell);
+  if (mirror === null || !mirrorWins(mirror, cell.getMetadata(METADATA_KEY))) {
+    return false;
+  }
+  cell.setMetadata(METADATA_KEY, mirror);
+  return true;
+}
+
+/** Sync every cell of a notebook; returns how many cells changed. */
+export function syncNotebook(model: INotebookModel): number {
+  let changed = 0;
+  for (const cell of model.cells) {
+    changed += syncCell(cell) ? 1 : 0;
+  }
+  return changed;
+}
+
+/**
+ * Keep a notebook model in sync: now, and for cells added later (a revert or
+ * a reload replaces every cell; a paste brings cells from elsewhere).
+ */
+export function trackMirrors(model: INotebookModel): void {
+  syncNotebook(model);
+  model.cells.changed.connect((_, change) => {
+    if (change.type !== 'add' && change.type !== 'set') {
+      return;
+    }
+    const added = [...change.newValues];
+    // Writing metadata from inside the cell-list signal would nest a change
+    // in the one being announced; wait for it to finish.
+    void Promise.resolve().then(() => added.forEach(syncCell));
+  });
+}

@@ -1,0 +1,147 @@
+/**
+ * The `qloop` comm protocol: requests from the kernel, acknowledgements back.
+ *
+ * Every request carries an `op` and a `request_id`; every request gets exactly
+ * one `ack` with the same `request_id`. A malformed request gets `ok: false`
+ * with the reason and never throws.
+ */
+import { JSONExt, JSONObject, JSONValue } from '@lumino/coreutils';
+
+import { METADATA_KEY, isJSONObject } from './record';
+
+/** The metadata operations the bridge needs from a cell model. */
+export interface ICellMetadata {
+  getMetadata(key: string): unknown;
+  setMetadata(key: string, value: unknown): void;
+  deleteMetadata(key: string): unknown;
+}
+
+/** Finds a cell of the notebook a kernel belongs to. */
+export interface ICellLookup {
+  /** The cell with this id, or undefined when the notebook has none. */
+  findCell(cellId: string): ICellMetadata | undefined;
+}
+
+/** The reply to one request. */
+export interface IAck extends JSONObject {
+  op: 'ack';
+  request_id: string | number | null;
+  ok: boolean;
+}
+
+/** Metadata keys a kernel may write; reading is allowed for any key. */
+export const WRITABLE_KEYS: readonly string[] = [METADATA_KEY];
+
+type RequestId = IAck['request_id'];
+
+class RequestError extends Error {}
+
+function ack(requestId: RequestId, extra: JSONObject = {}): IAck {
+  return { op: 'ack', request_id: requestId, ok: true, ...extra };
+}
+
+function refusal(requestId: RequestId, error: string): IAck {
+  return { op: 'ack', request_id: requestId, ok: false, error };
+}
+
+function requestIdOf(data: JSONObject): RequestId {
+  const id = data['request_id'];
+  return typeof id === 'string' || typeof id === 'number' ? id : null;
+}
+
+function requireString(data: JSONObject, field: string): string {
+  const value = data[field];
+  if (typeof value !== 'string' || value.length === 0) {
+    throw new RequestError(`'${field}' must be a non-empty string`);
+  }
+  return value;
+}
+
+function requireWritableKey(data: JSONObject): string {
+  const key = requireString(data, 'key');
+  if (!WRITABLE_KEYS.includes(key)) {
+    throw new RequestError(
+      `key '${key}' is not writable (writable: ${WRITABLE_KEYS.join(', ')})`
+    );
+  }
+  return key;
+}
+
+function requireCell(data: JSONObject, cells: ICellLookup): ICellMetadata {
+  const cellId = requireString(data, 'cell_id');
+  const cell = cells.findCell(cellId);
+  if (!cell) {
+    throw new RequestError(`no cell with id ${cellId}`);
+  }
+  return cell;
+}
+
+function setMetadata(data: JSONObject, cells: ICellLookup): JSONObject {
+  const key = requireWritableKey(data);
+  const value = data['value'];
+  if (!isJSONObject(value)) {
+    throw new RequestError("'value' must be a JSON object");
+  }
+  const cell = requireCell(data, cells);
+  const current = cell.getMetadata(key);
+  // Writing an equal value would still mark the notebook dirty.
+  if (current === undefined || !JSONExt.deepEqual(current as JSONValue, value)) {
+    cell.setMetadata(key, value);
+  }
+  return {};
+}
+
+function getMetadata(data: JSONObject, cells: ICellLookup): JSONObject {
+  const key = requireString(data, 'key');
+  const cell = requireCell(data, cells);
+  const value = cell.getMetadata(key);
+  return { value: value === undefined ? null : (value as JSONValue) };
+}
+
+function deleteMetadata(data: JSONObject, cells: ICellLookup): JSONObject {
+  const key = requireWritableKey(data);
+  const cell = requireCell(data, cells);
+  if (cell.getMetadata(key) !== undefined) {
+    cell.deleteMetadata(key);
+  }
+  return {};
+}
+
+type Operation = (data: JSONObject, cells: ICellLookup) => JSONObject;
+
+/**
+ * Answer one request from the kernel.
+ *
+ * @param data - the comm message's `data`, as received (untrusted).
+ * @param cells - the cells of the notebook the kernel belongs to.
+ * @param hello - what a `hello` request answers (frontend name and version).
+ */
+export function handleRequest(
+  data: unknown,
+  cells: ICellLookup,
+  hello: JSONObject
+): IAck {
+  if (!isJSONObject(data)) {
+    return refusal(null, 'a request must be a JSON object');
+  }
+  const requestId = requestIdOf(data);
+  const operations: Record<string, Operation> = {
+    hello: () => hello,
+    set_metadata: setMetadata,
+    get_metadata: getMetadata,
+    delete_metadata: deleteMetadata
+  };
+  const op = data['op'];
+  if (
+    typeof op !== 'string' ||
+    !Object.prototype.hasOwnProperty.call(operations, op)
+  ) {
+    return refusal(requestId, `unknown op ${JSON.stringify(op ?? null)}`);
+  }
+  try {
+    return ack(requestId, operations[op](data, cells));
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    return refusal(requestId, message);
+  }
+}

@@ -1,0 +1,300 @@
+/**
+ * The saved agent turn ("record", schema_version 1) and defensive readers for it.
+ *
+ * A record arrives from a kernel or from a notebook file: every field may be
+ * missing or of the wrong type, so nothing here trusts the shape of the input.
+ */
+import { JSONObject } from '@lumino/coreutils';
+
+/** Cell metadata key, comm target and output MIME type shared with the kernel. */
+export const METADATA_KEY = 'qloop';
+export const COMM_TARGET = 'qloop';
+export const TRANSCRIPT_MIME = 'application/vnd.qloop.transcript+json';
+export const SCHEMA_VERSION = 1;
+
+/** The turn statuses the kernel writes; anything else reads as `unknown`. */
+export const KNOWN_STATUSES = [
+  'completed',
+  'running',
+  'max_turns',
+  'budget_exceeded',
+  'timeout',
+  'interrupted',
+  'refused',
+  'error'
+] as const;
+export type TurnStatus = (typeof KNOWN_STATUSES)[number] | 'unknown';
+
+/** How a tool call was allowed to run (or not). */
+export const KNOWN_DECISIONS = [
+  'approved',
+  'edited',
+  'denied',
+  'auto',
+  'always',
+  'readonly'
+] as const;
+export type DecisionKind = (typeof KNOWN_DECISIONS)[number] | 'unknown';
+
+/** Token counters of a turn; `null` where the record has no usable number. */
+export interface IUsage {
+  input: number | null;
+  output: number | null;
+  cacheRead: number | null;
+  cacheWrite: number | null;
+}
+
+/** An image the kernel kept out of the record, described by size and hash. */
+export interface IImagePlaceholder {
+  mime: string;
+  bytes: number | null;
+  sha256: string;
+}
+
+/** One tool call as the transcript view shows it. */
+export interface IToolCall {
+  name: string;
+  /** The code for code-running tools, otherwise the JSON input. */
+  code: string | null;
+  inputJson: string;
+  decision: DecisionKind;
+  decisionLabel: string;
+  reason: string | null;
+  isError: boolean;
+  outputSummary: string;
+  durationS: number | null;
+  images: IImagePlaceholder[];
+}
+
+/** A record normalised for display: every field has a definite type. */
+export interface ITurnRecord {
+  status: TurnStatus;
+  statusLabel: string;
+  model: string | null;
+  prompt: string;
+  answer: string;
+  error: string | null;
+  approveMode: string | null;
+  toolCalls: IToolCall[];
+  usage: IUsage;
+  costUsd: number | null;
+  modelCalls: number | null;
+  elapsedS: number | null;
+  approvalWaitS: number | null;
+}
+
+/** The outcome of reading a record: the normalised turn or why it is unreadable. */
+export type ReadResult =
+  { ok: true; record: ITurnRecord } | { ok: false; reason: string };
+
+/** True for a plain JSON object (not null, not an array). */
+export function isJSONObject(value: unknown): value is JSONObject {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** A non-empty string, or null. */
+export function stringOrNull(value: unknown): string | null {
+  return typeof value === 'string' && value.length > 0 ? value : null;
+}
+
+/** A finite number, or null. */
+export function numberOrNull(value: unknown): number | null {
+  return typeof value === 'number' && Number.isFinite(value) ? value : null;
+}
+
+function objectOrEmpty(value: unknown): JSONObject {
+  return isJSONObject(value) ? value : {};
+}
+
+/** The status of a record as one of the known values, `unknown` otherwise. */
+export function statusOf(record: unknown): TurnStatus {
+  const status = isJSONObject(record) ? record['status'] : undefined;
+  const known: readonly string[] = KNOWN_STATUSES;
+  return typeof status === 'string' && known.includes(status)
+    ? (status as TurnStatus)
+    : 'unknown';
+}
+
+const STATUS_LABELS: Record<TurnStatus, string> = {
+  completed: 'completed',
+  running: 'running',
+  max_turns: 'stopped: turn limit',
+  budget_exceeded: 'stopped: budget',
+  timeout: 'timed out',
+  interrupted: 'interrupted',
+  refused: 'refused',
+  error: 'error',
+  unknown: 'unknown status'
+};
+
+/** A short human label for a status. */
+export function statusLabel(status: TurnStatus): string {
+  return STATUS_LABELS[status];
+}
+
+/**
+ * The moment a record was last updated, in milliseconds since the epoch,
+ * or null when `updated_at` is missing or not a date.
+ */
+export function updatedAtMillis(record: unknown): number | null {
+  const text = isJSONObject(record) ? record['updated_at'] : undefined;
+  if (typeof text !== 'string') {
+    return null;
+  }
+  const millis = Date.parse(text);
+  return Number.isNaN(millis) ? null : millis;
+}
+
+/** The sub-second digits of an ISO time, padded to nanoseconds for comparison. */
+function fractionDigits(record: unknown): string {
+  const text = (record as JSONObject)['updated_at'] as string;
+  const match = /T[0-9:]+\.(\d+)/.exec(text);
+  return (match ? match[1] : '').padEnd(9, '0').slice(0, 9);
+}
+
+/**
+ * Whether record `a` was updated strictly after record `b`.
+ *
+ * Kernel timestamps carry microseconds that `Date.parse` drops, so a tie at
+ * the millisecond is settled by the sub-second digits.
+ */
+export function isNewer(a: unknown, b: unknown): boolean {
+  const aMillis = updatedAtMillis(a);
+  if (aMillis === null) {
+    return false;
+  }
+  const bMillis = updatedAtMillis(b);
+  if (bMillis === null) {
+    return true;
+  }
+  if (aMillis !== bMillis) {
+    return aMillis > bMillis;
+  }
+  return fractionDigits(a) > fractionDigits(b);
+}
+
+function decisionOf(value: unknown): DecisionKind {
+  const kind = isJSONObject(value) ? value['kind'] : undefined;
+  const known: readonly string[] = KNOWN_DECISIONS;
+  return typeof kind === 'string' && known.includes(kind)
+    ? (kind as DecisionKind)
+    : 'unknown';
+}
+
+const DECISION_LABELS: Record<DecisionKind, string> = {
+  approved: 'approved',
+  edited: 'approved after edit',
+  denied: 'denied',
+  auto: 'auto-approved',
+  always: 'approved (always)',
+  readonly: 'read-only, no approval needed',
+  unknown: 'no decision recorded'
+};
+
+function readImage(value: unknown): IImagePlaceholder {
+  const image = objectOrEmpty(value);
+  return {
+    mime: stringOrNull(image['mime']) ?? 'image',
+    bytes: numberOrNull(image['bytes']),
+    sha256: stringOrNull(image['sha256']) ?? ''
+  };
+}
+
+function inputAsJson(input: unknown): string {
+  try {
+    return JSON.stringify(input ?? null, null, 2) ?? 'null';
+  } catch {
+    return String(input);
+  }
+}
+
+function readToolCall(value: unknown): IToolCall {
+  const call = objectOrEmpty(value);
+  const input = call['input'];
+  const code = isJSONObject(input) ? stringOrNull(input['code']) : null;
+  const decision = decisionOf(call['decision']);
+  const images = Array.isArray(call['images']) ? call['images'] : [];
+  return {
+    name: stringOrNull(call['name']) ?? 'unnamed tool',
+    code,
+    inputJson: inputAsJson(input),
+    decision,
+    decisionLabel: DECISION_LABELS[decision],
+    reason: stringOrNull(objectOrEmpty(call['decision'])['reason']),
+    isError: call['is_error'] === true,
+    outputSummary:
+      typeof call['output_summary'] === 'string' ? call['output_summary'] : '',
+    durationS: numberOrNull(call['duration_s']),
+    images: images.map(readImage)
+  };
+}
+
+function readUsage(value: unknown): IUsage {
+  const usage = objectOrEmpty(value);
+  return {
+    input: numberOrNull(usage['input_tokens']),
+    output: numberOrNull(usage['output_tokens']),
+    cacheRead: numberOrNull(usage['cache_read_input_tokens']),
+    cacheWrite: numberOrNull(usage['cache_creation_input_tokens'])
+  };
+}
+
+/**
+ * Why a value cannot be read as a record, or null when it can: it must be a
+ * JSON object with `schema_version` 1.
+ */
+export function unreadableReason(data: unknown): string | null {
+  if (!isJSONObject(data)) {
+    const kind = Array.isArray(data)
+      ? 'an array'
+      : data === null
+        ? 'null'
+        : typeof data;
+    return `expected a JSON object, got ${kind}`;
+  }
+  const version = data['schema_version'];
+  if (version === undefined) {
+    return 'the record has no schema_version';
+  }
+  if (version !== SCHEMA_VERSION) {
+    return `unsupported schema_version ${JSON.stringify(version)} (this view reads version ${SCHEMA_VERSION})`;
+  }
+  return null;
+}
+
+/**
+ * Read a record for display.
+ *
+ * Only a non-object or a wrong `schema_version` makes a record unreadable;
+ * any other missing or mistyped field falls back to an empty value.
+ */
+export function readRecord(data: unknown): ReadResult {
+  const reason = unreadableReason(data);
+  if (reason !== null) {
+    return { ok: false, reason };
+  }
+  const record = data as JSONObject;
+  const status = statusOf(record);
+  const timings = objectOrEmpty(record['timings']);
+  const toolCalls = Array.isArray(record['tool_calls'])
+    ? record['tool_calls']
+    : [];
+  return {
+    ok: true,
+    record: {
+      status,
+      statusLabel: statusLabel(status),
+      model: stringOrNull(record['model']),
+      prompt: typeof record['prompt'] === 'string' ? record['prompt'] : '',
+      answer: typeof record['answer'] === 'string' ? record['answer'] : '',
+      error: stringOrNull(record['error']),
+      approveMode: stringOrNull(objectOrEmpty(record['settings'])['approve']),
+      toolCalls: toolCalls.map(readToolCall),
+      usage: readUsage(record['usage']),
+      costUsd: numberOrNull(record['cost_usd']),
+      modelCalls: numberOrNull(record['model_calls']),
+      elapsedS: numberOrNull(timings['elapsed_s']),
+      approvalWaitS: numberOrNull(timings['approval_wait_s'])
+    }
+  };
+}
