@@ -143,3 +143,15 @@ json_values = st.recursive(
 def test_the_loader_never_crashes_on_crafted_records(data: dict) -> None:
     with contextlib.suppress(RecordError):
         load_record(data)
+
+
+def test_replay_after_a_restart_rebuilds_the_shared_conversation(saved: Path, monkeypatch) -> None:
+    nb = nbformat.read(saved, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell("%%agent\nNow triple it."))
+    with StandInAPI([Reply([text("tripled")])]) as api:
+        run(nb, api.environment(), monkeypatch)
+        assert len(api.requests) == 1  # only the new cell calls the model
+        sent = api.requests[0].body["messages"]
+    assert sent[0]["content"][0]["text"] == PROMPT  # the replayed turn is in the conversation
+    assert any(b.get("type") == "tool_use" for m in sent for b in m["content"])
+    assert sent[-1]["content"][0]["text"] == "Now triple it."
