@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Install everything the tests need (Python packages into .venv, Debian's Chromium and the browser-test
-# packages) and run the whole suite: unit, kernel-level and browser tests.
+# Install everything the tests need (Python packages into .venv, plus Debian's Chromium and the
+# browser-test packages when ui-tests/ is present) and run the whole suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
