@@ -48,7 +48,7 @@ export default defineConfig([
         }
       ],
       '@typescript-eslint/no-unused-vars': ['warn', { args: 'none' }],
-      '@typescript-eslint/no-explicit-any': 'off',
+      '@typescript-eslint/no-explicit-any': 'error',
       '@typescript-eslint/no-namespace': 'off',
       '@typescript-eslint/no-use-before-define': 'off',
       curly: ['error', 'all'],

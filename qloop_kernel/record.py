@@ -122,7 +122,7 @@ class CellRecord(_Strict):
         ]
 
     def computed_digest(self) -> str:
-        body = self.model_dump(mode="json", exclude={"digest"})
+        body = _canonical(self.model_dump(mode="json", exclude={"digest"}))
         canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
@@ -133,6 +133,17 @@ class CellRecord(_Strict):
 
     def to_json(self) -> dict[str, Any]:
         return self.sealed().model_dump(mode="json")
+
+
+def _canonical(value: Any) -> Any:
+    """Whole-number floats as ints: a browser saves 1.0 as 1, and the digest must survive that."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _canonical(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_canonical(v) for v in value]
+    return value
 
 
 def load_record(data: object) -> CellRecord:

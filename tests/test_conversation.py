@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 
 import pytest
 
@@ -142,3 +143,15 @@ def test_context_policy_trims_old_tool_results_and_keeps_the_newest():
     assert "older tool output removed" in str(trimmed[2]["content"])
     assert [m["role"] for m in trimmed] == [m["role"] for m in messages]
     assert messages[2]["content"][0]["content"][0]["text"] == "y" * 4000  # input untouched
+
+
+def test_digest_survives_a_browser_saving_whole_floats_as_ints():
+    manager = ConversationManager()
+    _, record = manager.run_turn(
+        "hi", model=ScriptedModel([respond(text("hello"))]), runtime=make_runtime(),
+        settings=Settings(max_cost=1.0, timeout=30.0), cell_id="c1",
+    )  # fmt: skip
+    saved = json.loads(json.dumps(record.to_json()))
+    saved["settings"]["max_cost"] = 1  # what JSON.stringify writes for 1.0
+    saved["settings"]["timeout"] = 30
+    assert load_record(saved).settings["max_cost"] == 1

@@ -19,11 +19,16 @@ import { trackMirrors } from './mirror';
 function attachContext(context: NotebookPanel['context']): void {
   const model = () => (context.isDisposed ? null : context.model);
   connectCommBridge(context.sessionContext, model);
-  void context.ready.then(() => {
-    if (!context.isDisposed) {
-      trackMirrors(context.model);
-    }
-  });
+  context.ready
+    .then(() => {
+      if (!context.isDisposed) {
+        trackMirrors(context.model);
+      }
+    })
+    .catch(reason => {
+      // JupyterLab reports the failed load itself.
+      console.debug('qloop: notebook not loaded', reason);
+    });
 }
 
 /** Attach to a notebook view, and to its context unless another view did. */

@@ -8,20 +8,9 @@
  */
 import { ICellModel, ICodeCellModel } from '@jupyterlab/cells';
 import { INotebookModel } from '@jupyterlab/notebook';
-import { JSONExt, JSONObject, JSONValue } from '@lumino/coreutils';
+import { JSONObject } from '@lumino/coreutils';
 
 import { METADATA_KEY, TRANSCRIPT_MIME, isJSONObject, isNewer } from './record';
-
-function parseMirror(value: unknown): JSONObject | null {
-  if (typeof value === 'string') {
-    try {
-      value = JSON.parse(value);
-    } catch {
-      return null;
-    }
-  }
-  return isJSONObject(value) ? value : null;
-}
 
 /** The newest transcript record among a code cell's outputs, or null. */
 export function mirrorRecord(cell: ICellModel): JSONObject | null {
@@ -31,8 +20,8 @@ export function mirrorRecord(cell: ICellModel): JSONObject | null {
   const outputs = (cell as ICodeCellModel).outputs;
   let newest: JSONObject | null = null;
   for (let index = 0; index < outputs.length; index++) {
-    const record = parseMirror(outputs.get(index).data[TRANSCRIPT_MIME]);
-    if (record && (newest === null || !isNewer(newest, record))) {
+    const record = outputs.get(index).data[TRANSCRIPT_MIME];
+    if (isJSONObject(record) && (newest === null || !isNewer(newest, record))) {
       newest = record;
     }
   }
@@ -41,38 +30,18 @@ export function mirrorRecord(cell: ICellModel): JSONObject | null {
 
 /** Whether the mirror should replace what the metadata holds: newest wins. */
 export function mirrorWins(mirror: JSONObject, saved: unknown): boolean {
-  if (!isJSONObject(saved)) {
-    return true;
-  }
-  return (
-    !JSONExt.deepEqual(mirror, saved as JSONValue) && isNewer(mirror, saved)
-  );
+  return !isJSONObject(saved) || isNewer(mirror, saved);
 }
 
-/**
- * Copy a cell's mirror record into its metadata when the mirror is newer.
- *
- * @returns whether the metadata changed (the notebook is then dirty).
- */
-export function syncCell(cell: ICellModel): boolean {
+/** Copy a cell's mirror record into its metadata when the mirror is newer. */
+export function syncCell(cell: ICellModel): void {
   if (cell.isDisposed) {
-    return false;
+    return;
   }
   const mirror = mirrorRecord(cell);
-  if (mirror === null || !mirrorWins(mirror, cell.getMetadata(METADATA_KEY))) {
-    return false;
+  if (mirror !== null && mirrorWins(mirror, cell.getMetadata(METADATA_KEY))) {
+    cell.setMetadata(METADATA_KEY, mirror);
   }
-  cell.setMetadata(METADATA_KEY, mirror);
-  return true;
-}
-
-/** Sync every cell of a notebook; returns how many cells changed. */
-export function syncNotebook(model: INotebookModel): number {
-  let changed = 0;
-  for (const cell of model.cells) {
-    changed += syncCell(cell) ? 1 : 0;
-  }
-  return changed;
 }
 
 /**
@@ -80,7 +49,9 @@ export function syncNotebook(model: INotebookModel): number {
  * a reload replaces every cell; a paste brings cells from elsewhere).
  */
 export function trackMirrors(model: INotebookModel): void {
-  syncNotebook(model);
+  for (const cell of model.cells) {
+    syncCell(cell);
+  }
   model.cells.changed.connect((_, change) => {
     if (change.type !== 'add' && change.type !== 'set') {
       return;

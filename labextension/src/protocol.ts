@@ -5,7 +5,7 @@
  * one `ack` with the same `request_id`. A malformed request gets `ok: false`
  * with the reason and never throws.
  */
-import { JSONExt, JSONObject, JSONValue } from '@lumino/coreutils';
+import { JSONObject, JSONValue } from '@lumino/coreutils';
 
 import { METADATA_KEY, isJSONObject } from './record';
 
@@ -82,12 +82,8 @@ function setMetadata(data: JSONObject, cells: ICellLookup): JSONObject {
   if (!isJSONObject(value)) {
     throw new RequestError("'value' must be a JSON object");
   }
-  const cell = requireCell(data, cells);
-  const current = cell.getMetadata(key);
-  // Writing an equal value would still mark the notebook dirty.
-  if (current === undefined || !JSONExt.deepEqual(current as JSONValue, value)) {
-    cell.setMetadata(key, value);
-  }
+  // The cell model skips a write of an equal value: the notebook stays clean.
+  requireCell(data, cells).setMetadata(key, value);
   return {};
 }
 
@@ -101,13 +97,25 @@ function getMetadata(data: JSONObject, cells: ICellLookup): JSONObject {
 function deleteMetadata(data: JSONObject, cells: ICellLookup): JSONObject {
   const key = requireWritableKey(data);
   const cell = requireCell(data, cells);
+  // Unlike a write, a delete marks the notebook dirty even when nothing is there.
   if (cell.getMetadata(key) !== undefined) {
     cell.deleteMetadata(key);
   }
   return {};
 }
 
-type Operation = (data: JSONObject, cells: ICellLookup) => JSONObject;
+type Operation = (
+  data: JSONObject,
+  cells: ICellLookup,
+  hello: JSONObject
+) => JSONObject;
+
+const OPERATIONS: Record<string, Operation> = {
+  hello: (data, cells, hello) => hello,
+  set_metadata: setMetadata,
+  get_metadata: getMetadata,
+  delete_metadata: deleteMetadata
+};
 
 /**
  * Answer one request from the kernel.
@@ -125,21 +133,15 @@ export function handleRequest(
     return refusal(null, 'a request must be a JSON object');
   }
   const requestId = requestIdOf(data);
-  const operations: Record<string, Operation> = {
-    hello: () => hello,
-    set_metadata: setMetadata,
-    get_metadata: getMetadata,
-    delete_metadata: deleteMetadata
-  };
   const op = data['op'];
   if (
     typeof op !== 'string' ||
-    !Object.prototype.hasOwnProperty.call(operations, op)
+    !Object.prototype.hasOwnProperty.call(OPERATIONS, op)
   ) {
     return refusal(requestId, `unknown op ${JSON.stringify(op ?? null)}`);
   }
   try {
-    return ack(requestId, operations[op](data, cells));
+    return ack(requestId, OPERATIONS[op](data, cells, hello));
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     return refusal(requestId, message);

@@ -46,7 +46,6 @@ export interface IUsage {
 
 /** An image the kernel kept out of the record, described by size and hash. */
 export interface IImagePlaceholder {
-  mime: string;
   bytes: number | null;
   sha256: string;
 }
@@ -106,13 +105,23 @@ function objectOrEmpty(value: unknown): JSONObject {
   return isJSONObject(value) ? value : {};
 }
 
+/** `value` if it is one of `known`, `unknown` otherwise. */
+function knownOr<T extends string>(
+  value: unknown,
+  known: readonly T[]
+): T | 'unknown' {
+  const names: readonly string[] = known;
+  return typeof value === 'string' && names.includes(value)
+    ? (value as T)
+    : 'unknown';
+}
+
 /** The status of a record as one of the known values, `unknown` otherwise. */
 export function statusOf(record: unknown): TurnStatus {
-  const status = isJSONObject(record) ? record['status'] : undefined;
-  const known: readonly string[] = KNOWN_STATUSES;
-  return typeof status === 'string' && known.includes(status)
-    ? (status as TurnStatus)
-    : 'unknown';
+  return knownOr(
+    isJSONObject(record) ? record['status'] : undefined,
+    KNOWN_STATUSES
+  );
 }
 
 const STATUS_LABELS: Record<TurnStatus, string> = {
@@ -174,11 +183,10 @@ export function isNewer(a: unknown, b: unknown): boolean {
 }
 
 function decisionOf(value: unknown): DecisionKind {
-  const kind = isJSONObject(value) ? value['kind'] : undefined;
-  const known: readonly string[] = KNOWN_DECISIONS;
-  return typeof kind === 'string' && known.includes(kind)
-    ? (kind as DecisionKind)
-    : 'unknown';
+  return knownOr(
+    isJSONObject(value) ? value['kind'] : undefined,
+    KNOWN_DECISIONS
+  );
 }
 
 const DECISION_LABELS: Record<DecisionKind, string> = {
@@ -194,18 +202,9 @@ const DECISION_LABELS: Record<DecisionKind, string> = {
 function readImage(value: unknown): IImagePlaceholder {
   const image = objectOrEmpty(value);
   return {
-    mime: stringOrNull(image['mime']) ?? 'image',
     bytes: numberOrNull(image['bytes']),
     sha256: stringOrNull(image['sha256']) ?? ''
   };
-}
-
-function inputAsJson(input: unknown): string {
-  try {
-    return JSON.stringify(input ?? null, null, 2) ?? 'null';
-  } catch {
-    return String(input);
-  }
 }
 
 function readToolCall(value: unknown): IToolCall {
@@ -217,7 +216,7 @@ function readToolCall(value: unknown): IToolCall {
   return {
     name: stringOrNull(call['name']) ?? 'unnamed tool',
     code,
-    inputJson: inputAsJson(input),
+    inputJson: JSON.stringify(input ?? null, null, 2),
     decision,
     decisionLabel: DECISION_LABELS[decision],
     reason: stringOrNull(objectOrEmpty(call['decision'])['reason']),

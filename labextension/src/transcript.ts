@@ -213,7 +213,8 @@ export class TranscriptRenderer
       return;
     }
     const answerSection = section('Answer', 'qloop-answer');
-    const host = element('div', 'qloop-answer-body');
+    // JupyterLab's content styles (tables, code, lists) apply to this class.
+    const host = element('div', 'qloop-answer-body jp-RenderedHTMLCommon');
     answerSection.appendChild(host);
     this.node.appendChild(answerSection);
     const options = this._options;

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Browser tests of the JupyterLab extension.
+#
+#   ui-tests/run.sh [playwright test arguments...]
+#
+# Needs the package installed in the active Python environment
+# (`pip install -e .[test]`) and Node.js >= 20. Installs Debian's Chromium
+# when it is missing and the npm packages of ui-tests/ (no browser download),
+# then runs Playwright, which starts JupyterLab from that environment
+# (`$PYTHON -m jupyter lab`) on port $QLOOP_UI_PORT (8888) with a temporary
+# root folder. Exits with Playwright's exit code.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+if [ -z "${PYTHON:-}" ]; then
+  PYTHON="$(command -v python || command -v python3)"
+fi
+export PYTHON
+export CHROMIUM_PATH="${CHROMIUM_PATH:-/usr/bin/chromium}"
+export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
+
+if [ ! -x "$CHROMIUM_PATH" ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "Chromium is missing: run 'apt-get install -y chromium' as root" >&2
+    exit 2
+  fi
+  apt-get update
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium
+fi
+
+if ! "$PYTHON" -m jupyter labextension list 2>&1 | grep -q 'qloop-kernel.*enabled.*OK'; then
+  echo "The qloop-kernel extension is not installed in $PYTHON's environment:" >&2
+  echo "run 'pip install -e .[test]' at the repository root first" >&2
+  exit 2
+fi
+
+cd "$here"
+# npm ci starts from scratch each time: skip it while node_modules matches the lock.
+if ! cmp -s package-lock.json node_modules/.qloop-installed-lock 2>/dev/null; then
+  npm ci --no-fund --no-audit
+  cp package-lock.json node_modules/.qloop-installed-lock
+fi
+
+root="$(mktemp -d -t qloop-ui-tests.XXXXXX)"
+trap 'rm -rf "$root"' EXIT
+export JUPYTERLAB_GALATA_ROOT_DIR="$root"
+
+status=0
+npx playwright test "$@" || status=$?
+exit "$status"

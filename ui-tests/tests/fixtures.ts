@@ -1,0 +1,209 @@
+/**
+ * Fixtures and helpers shared by the qloop-kernel browser tests.
+ *
+ * A spec imports `test` and `expect` from here instead of from Galata:
+ *
+ *   const path = await openNotebook('saved_turn.ipynb');  // a fresh copy, opened
+ *   await runAll();                                        // Run > Run All Cells
+ *   const file = await saveAndRead(path);                  // the .ipynb on disk
+ */
+import {
+  expect,
+  IJupyterLabPageFixture,
+  JupyterLabPage,
+  test as galataTest
+} from '@jupyterlab/galata';
+import { APIRequestContext, Locator } from '@playwright/test';
+import * as fs from 'fs';
+import * as path from 'path';
+
+export { expect };
+
+/** The notebooks the specs open, copied into the test's server folder. */
+export const NOTEBOOK_DIR = path.resolve(__dirname, '..', 'notebooks');
+export const REPOSITORY_ROOT = path.resolve(__dirname, '..', '..');
+
+/** The parts of an .ipynb file the specs look at. */
+export interface INotebookFile {
+  cells: {
+    id: string;
+    cell_type: string;
+    metadata: Record<string, any>;
+    outputs?: { output_type: string; data?: Record<string, any> }[];
+  }[];
+  metadata: Record<string, any>;
+}
+
+/** What the marker of a cell shows. */
+export interface IMarker {
+  marked: boolean;
+  status: string | null;
+  badge: string;
+}
+
+interface IQloopFixtures {
+  /** Copy `notebooks/<name>` to the test's server folder and open it; returns its server path. */
+  openNotebook: (name: string) => Promise<string>;
+  /** Save the active notebook and return the file as the server stores it. */
+  saveAndRead: (serverPath: string) => Promise<INotebookFile>;
+  /** Reload the page; the restored layout shows the notebook at `serverPath` again. */
+  reloadPage: (serverPath: string) => Promise<void>;
+  /**
+   * Run every cell through the menu (Run > Run All Cells), which, unlike
+   * `page.notebook.run()`, returns while a cell blocks; `wait` (the default)
+   * then waits until the kernel is idle again.
+   */
+  runAll: (options?: { wait?: boolean }) => Promise<void>;
+}
+
+/** Read a notebook file through the server's contents API. */
+export async function readNotebook(
+  request: APIRequestContext,
+  serverPath: string
+): Promise<INotebookFile> {
+  const url = `/api/contents/${serverPath.split('/').map(encodeURIComponent).join('/')}`;
+  const response = await request.get(`${url}?content=1&type=notebook`);
+  expect(response.ok()).toBe(true);
+  return (await response.json()).content as INotebookFile;
+}
+
+/** Wait until the active notebook's kernel has nothing left to run. */
+export async function waitForIdleKernel(
+  page: IJupyterLabPageFixture
+): Promise<void> {
+  await expect(
+    page.locator(
+      '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook-ExecutionIndicator'
+    )
+  ).toHaveAttribute('data-status', 'idle', { timeout: 60000 });
+}
+
+/** The locator of cell `index` in the active notebook. */
+export async function cell(
+  page: IJupyterLabPageFixture,
+  index: number
+): Promise<Locator> {
+  const locator = await page.notebook.getCellLocator(index);
+  expect(locator).not.toBeNull();
+  return locator!;
+}
+
+/** The marker state of cell `index`, including the badge text the stylesheet shows. */
+export async function markerOf(
+  page: IJupyterLabPageFixture,
+  index: number
+): Promise<IMarker> {
+  return (await cell(page, index)).evaluate(node => {
+    const wrapper = node.querySelector('.jp-Cell-inputWrapper');
+    const content = wrapper
+      ? getComputedStyle(wrapper, '::after').content
+      : 'none';
+    return {
+      marked: node.classList.contains('qloop-agent-cell'),
+      status: node.getAttribute('data-qloop-status'),
+      badge: content === 'none' ? '' : JSON.parse(content)
+    };
+  });
+}
+
+/** Whether the active notebook has unsaved changes. */
+export async function isDirty(page: IJupyterLabPageFixture): Promise<boolean> {
+  return page.evaluate(() => {
+    const widget = (window as any).jupyterapp.shell.currentWidget;
+    return widget.context.model.dirty as boolean;
+  });
+}
+
+/**
+ * File > Reload Notebook from Disk, confirming when there are unsaved
+ * changes; returns once the notebook model holds the cells read from disk.
+ */
+export async function reloadFromDisk(
+  page: IJupyterLabPageFixture
+): Promise<void> {
+  const confirm = await isDirty(page);
+  await page.evaluate(() => {
+    const model = (window as any).jupyterapp.shell.currentWidget.context.model;
+    (window as any).qloopCellBeforeReload = model.cells.get(0);
+  });
+  await page.menu.clickMenuItem('File>Reload Notebook from Disk');
+  if (confirm) {
+    await page.locator('.jp-Dialog .jp-mod-accept').click();
+  }
+  await expect
+    .poll(() =>
+      page.evaluate(() => {
+        const model = (window as any).jupyterapp.shell.currentWidget.context
+          .model;
+        return model.cells.get(0) !== (window as any).qloopCellBeforeReload;
+      })
+    )
+    .toBe(true);
+}
+
+/** The plain-text outputs of cell `index`, joined. */
+export async function outputText(
+  page: IJupyterLabPageFixture,
+  index: number
+): Promise<string> {
+  return ((await page.notebook.getCellTextOutput(index)) ?? []).join('');
+}
+
+/** The version in the extension's package.json, which `hello` must report. */
+export function extensionVersion(): string {
+  const file = path.join(REPOSITORY_ROOT, 'labextension', 'package.json');
+  return JSON.parse(fs.readFileSync(file, 'utf-8')).version;
+}
+
+/** Bring the open notebook at `serverPath` to the front and wait for its cells. */
+async function showNotebook(
+  page: IJupyterLabPageFixture,
+  serverPath: string
+): Promise<void> {
+  expect(await page.notebook.activate(path.basename(serverPath))).toBe(true);
+  await page
+    .locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell')
+    .first()
+    .waitFor();
+}
+
+export const test = galataTest.extend<IQloopFixtures>({
+  openNotebook: async ({ page, tmpPath }, use) => {
+    await use(async name => {
+      const serverPath = `${tmpPath}/${name}`;
+      await page.contents.uploadFile(path.join(NOTEBOOK_DIR, name), serverPath);
+      expect(await page.notebook.openByPath(serverPath)).toBe(true);
+      await showNotebook(page, serverPath);
+      return serverPath;
+    });
+  },
+  reloadPage: async ({ page }, use) => {
+    await use(async serverPath => {
+      // Galata's readiness check expects the Launcher in front, not the
+      // restored notebook. (The fixture's type shows Playwright's `reload`.)
+      await (page as unknown as JupyterLabPage).reload({
+        waitForIsReady: false
+      });
+      await page.locator('#jupyterlab-splash').waitFor({ state: 'detached' });
+      await expect
+        .poll(() => page.notebook.isOpen(path.basename(serverPath)))
+        .toBe(true);
+      await showNotebook(page, serverPath);
+    });
+  },
+  saveAndRead: async ({ page, request }, use) => {
+    await use(async serverPath => {
+      expect(await page.notebook.save()).toBe(true);
+      await expect.poll(() => isDirty(page)).toBe(false);
+      return readNotebook(request, serverPath);
+    });
+  },
+  runAll: async ({ page }, use) => {
+    await use(async (options = {}) => {
+      await page.menu.clickMenuItem('Run>Run All Cells');
+      if (options.wait ?? true) {
+        await waitForIdleKernel(page);
+      }
+    });
+  }
+});
