@@ -150,7 +150,10 @@ class ToolOutcome:
     decided_at: str = ""
 
     def result_block(self) -> Block:
-        block: Block = {"type": "tool_result", "tool_use_id": self.call.id, "content": self.content}
+        content: str | list[Block] = self.content
+        if len(content) == 1 and content[0].keys() == {"type", "text"}:
+            content = content[0]["text"]  # plain text: the lighter form of the same content
+        block: Block = {"type": "tool_result", "tool_use_id": self.call.id, "content": content}
         if self.is_error:
             block["is_error"] = True
         return block

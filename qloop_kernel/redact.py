@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+from functools import lru_cache
 from typing import Any
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
@@ -27,8 +28,22 @@ _MIN_SECRET_LEN = 8  # shorter values ("1", "true") would redact ordinary text
 
 def secret_values(environ: dict[str, str] | None = None) -> list[str]:
     """Values of environment variables whose names look secret, longest first."""
-    env = os.environ if environ is None else environ
-    values = {v for k, v in env.items() if SECRET_NAME.search(k) and len(v) >= _MIN_SECRET_LEN}
+    if environ is not None:
+        return _secret_values(tuple(environ.items()))
+    # os.environ's raw mapping gives a cheap fingerprint: the scan reruns only when it changed.
+    raw = getattr(os.environ, "_data", None)
+    if isinstance(raw, dict):
+        return _cached_scan(tuple(raw.items()))
+    return _secret_values(tuple(os.environ.items()))
+
+
+@lru_cache(maxsize=4)
+def _cached_scan(raw: tuple[tuple[Any, Any], ...]) -> list[str]:
+    return _secret_values(tuple(os.environ.items()))
+
+
+def _secret_values(items: tuple[tuple[str, str], ...]) -> list[str]:
+    values = {v for k, v in items if SECRET_NAME.search(k) and len(v) >= _MIN_SECRET_LEN}
     return sorted(values, key=len, reverse=True)
 
 

@@ -320,6 +320,8 @@ class ToolRuntime:
         return ToolOutcome(call, content, True, kind, as_run or call.input, approval_wait_s=waited)
 
     def _log(self, outcome: ToolOutcome) -> None:
+        if not log.isEnabledFor(logging.INFO):
+            return
         short = redact_text(json.dumps(outcome.input_as_run, ensure_ascii=False, default=repr))
         log.info(
             "tool=%s input=%s decision=%s duration=%.3fs outcome=%s",
