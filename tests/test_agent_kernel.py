@@ -286,7 +286,10 @@ def test_code_timeout_interrupts_only_the_tool(lab: LabKernel, api: StandInAPI) 
     sent = tool_results(api.requests[1])[0]
     assert sent["is_error"] and "longer than the 1 s limit" in result_text(sent)
     assert saved_record(lab, agent)["status"] == "completed"
-    assert lab.run("print('started_sleep' in dir(), 'finished_sleep' in dir())").strip() == "True False"
+    assert (
+        lab.run("print('started_sleep' in dir(), 'finished_sleep' in dir())").strip()
+        == "True False"
+    )
 
 
 def test_one_line_prompt_and_kernel_spec(lab: LabKernel, api: StandInAPI, tmp_path) -> None:
@@ -302,3 +305,40 @@ def test_one_line_prompt_and_kernel_spec(lab: LabKernel, api: StandInAPI, tmp_pa
     manager = KernelSpecManager(kernel_dirs=[str(tmp_path / "share" / "jupyter" / "kernels")])
     spec = manager.get_kernel_spec("qloop")
     assert spec.display_name == "Python 3 (qloop)" and "--ext=qloop_kernel" in spec.argv
+
+
+def test_saved_cell_replays_after_one_approval_without_the_model(
+    lab: LabKernel, api: StandInAPI
+) -> None:
+    lab.run("x = 10")
+    api.set_script(double_x_script())
+    first = lab.execute("%%agent --new\nDouble x into y.", cell_id="saved")
+    old = lab.wait_for_button("Approve", timeout=30)
+    lab.click(old)
+    assert lab.complete(first, 60)["content"]["status"] == "ok"
+    record = saved_record(lab, first)
+    lab.run("del y")
+    api.reset()
+    again = lab.execute("%%agent\nDouble x into y.", cell_id="saved", metadata={"qloop": record})
+    approve = lab.wait_for_widget(description="Approve", exclude={old}, timeout=30)
+    assert "y = x * 2" in json.dumps(lab.history()[-40:], default=str)  # the card lists the step
+    lab.click(approve)
+    assert lab.complete(again, 60)["content"]["status"] == "ok"
+    assert lab.run("print(y)").strip() == "20"
+    assert api.requests == []  # no model call
+    assert "Done: **y** is 20." in json.dumps(lab.outputs(again), default=str)
+
+
+def test_a_tampered_saved_cell_runs_nothing(lab: LabKernel, api: StandInAPI) -> None:
+    api.set_script([Reply([tool_use("run_code", {"code": "t = 1"})]), Reply([text("ok")])])
+    first = lab.execute("%%agent --approve auto\nSet t.", cell_id="tamper")
+    assert lab.complete(first, 60)["content"]["status"] == "ok"
+    record = saved_record(lab, first)
+    record["tool_calls"][0]["input"]["code"] = "t = 'changed'"
+    lab.run("del t")
+    api.reset()
+    again = lab.execute("%%agent\nSet t.", cell_id="tamper", metadata={"qloop": record})
+    assert lab.complete(again, 30)["content"]["status"] == "error"
+    assert "changed after it was written" in lab.stderr(again)
+    assert lab.run("print('t' in dir())").strip() == "False"
+    assert api.requests == []

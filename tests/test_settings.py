@@ -1,0 +1,41 @@
+"""Settings from traitlets config and the environment, and the %agent option parser."""
+
+from __future__ import annotations
+
+import pytest
+from IPython.core.error import UsageError
+from traitlets.config import Config
+
+from qloop_kernel.magic import QloopAgent, _parser, base_settings
+
+
+def test_traitlets_config_sets_defaults(monkeypatch):
+    monkeypatch.delenv("QLOOP_MODEL", raising=False)
+    monkeypatch.delenv("QLOOP_APPROVAL", raising=False)
+    config = Config({"QloopAgent": {"model": "claude-haiku-4-5", "max_turns": 7, "max_cost": 0.5}})
+    settings = base_settings(QloopAgent(config=config))
+    assert (settings.model, settings.max_turns, settings.max_cost) == ("claude-haiku-4-5", 7, 0.5)
+    assert settings.approve is None and settings.timeout is None
+
+
+def test_environment_sets_model_policy_and_price(monkeypatch):
+    monkeypatch.setenv("QLOOP_MODEL", "claude-opus-4-6")
+    monkeypatch.setenv("QLOOP_APPROVAL", "auto")
+    monkeypatch.setenv("QLOOP_PRICE", "2, 10")
+    settings = base_settings(QloopAgent())
+    assert settings.model == "claude-opus-4-6" and settings.approve == "auto"
+    assert settings.price == (2.0, 10.0)
+
+
+@pytest.mark.parametrize(("name", "value"), [("QLOOP_APPROVAL", "sometimes"), ("QLOOP_PRICE", "3")])
+def test_bad_environment_is_a_usage_error(monkeypatch, name, value):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(UsageError, match=name):
+        base_settings(QloopAgent())
+
+
+def test_option_parser_keeps_the_rest_as_the_prompt():
+    args = _parser().parse_args(["--approve", "auto", "--max-turns", "3", "what", "is", "df?"])
+    assert (args.approve, args.max_turns, args.prompt) == ("auto", 3, ["what", "is", "df?"])
+    with pytest.raises(UsageError, match="invalid choice"):
+        _parser().parse_args(["--approve", "yes"])
