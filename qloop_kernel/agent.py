@@ -13,12 +13,18 @@ from .loop import CancelToken
 from .messages import Interrupted, TurnResult
 from .permissions import Policy, policy_approver
 from .pricing import UnknownModelPrice
-from .record import RecordError, load_record
+from .record import MIME_TYPE, RecordError, load_record
+from .redact import redact_text, redacted_output
 from .store import NotebookStore
 
 
 class AgentError(UsageError):
     """A turn ended with a fatal error: one line, no traceback, and "Run All" stops."""
+
+    def _render_traceback_(self) -> list[str]:
+        # IPython shows only the exact UsageError class without a traceback; this hook is how an
+        # exception class chooses its own rendering.
+        return [f"{type(self).__name__}: {self}"]
 
 
 @dataclass(frozen=True)
@@ -28,6 +34,7 @@ class CellContext:
     cell_id: str | None
     saved: Any  # the cell's saved ``qloop`` metadata, unvalidated
     headless: bool = False  # sent by `qloop run`: a cell id, but nobody to click
+    client: str | None = None  # the frontend connection that sent the request (header.session)
 
     @property
     def interactive(self) -> bool:
@@ -39,11 +46,20 @@ def current_cell(shell: Any) -> CellContext:
     parent = kernel.get_parent() if kernel is not None and hasattr(kernel, "get_parent") else {}
     metadata = (parent or {}).get("metadata") or {}
     cell_id = metadata.get("cellId")
+    client = ((parent or {}).get("header") or {}).get("session")
     return CellContext(
         cell_id if isinstance(cell_id, str) and cell_id else None,
         metadata.get("qloop"),
         headless=bool(metadata.get("qloopHeadless")),
+        client=client if isinstance(client, str) else None,
     )
+
+
+def store_for(cell: CellContext) -> NotebookStore:
+    """The record store of a cell: to the frontend and folded next to live output when interactive."""
+    if cell.interactive:
+        return NotebookStore(cell.cell_id, live_client=cell.client)
+    return NotebookStore(cell.cell_id, to_frontend=False)
 
 
 @dataclass(frozen=True)
@@ -64,8 +80,12 @@ class KernelAgent:
         return settings.approve or ("ask" if cell.interactive else "readonly")
 
     def run_cell(self, prompt: str, options: CellOptions) -> TurnResult | None:
-        """Replay the cell's saved turn, or run a new one."""
+        """Replay the cell's saved turn, or run a new one; what the cell shows is redacted."""
         cell = current_cell(self.shell)
+        with redacted_output(self.shell, keep=(MIME_TYPE,)):  # records are redacted when built
+            return self._run_cell(prompt, options, cell)
+
+    def _run_cell(self, prompt: str, options: CellOptions, cell: CellContext) -> TurnResult | None:
         if options.new:
             self.manager.reset()
         if cell.saved is not None and not options.fresh:
@@ -73,7 +93,8 @@ class KernelAgent:
                 record = load_record(cell.saved)
             except RecordError as exc:
                 raise UsageError(str(exc)) from None
-            if record.prompt == prompt and record.status == "completed":
+            # The saved prompt is redacted: compare it with the prompt as it would be saved.
+            if record.prompt == redact_text(prompt) and record.status == "completed":
                 from .replay import replay
 
                 replay(self, record, options.settings, cell)
@@ -109,7 +130,7 @@ class KernelAgent:
         if policy in ("readonly", "deny") and not cell.interactive and settings.approve is None:
             line("headless run: code steps are denied (policy 'readonly'); allow them with "
                  "`--approve auto` or QLOOP_APPROVAL=auto", "warn")  # fmt: skip
-        self.manager.store = NotebookStore(cell.cell_id, to_frontend=cell.interactive)
+        self.manager.store = store_for(cell)
         model = ThreadedModel(AnthropicModel(settings.model))
         result, _ = self.manager.run_turn(
             prompt, model=model, runtime=runtime, settings=settings, cell_id=cell.cell_id,

@@ -19,6 +19,7 @@ from .messages import Message, ModelEvent, ModelResponse, ToolCall, ToolOutcome,
 from .permissions import Policy
 from .pricing import Price, UnknownModelPrice, price_for
 from .record import CellRecord, build_record, now_iso
+from .redact import redact, redact_text
 from .tools.runtime import ToolRuntime
 
 SYSTEM_PROMPT = """\
@@ -145,7 +146,7 @@ class ConversationManager:
         price = settings.resolved_price(model.model)
         started_at = now_iso()
         history = self.context_policy.apply(self.messages)
-        user: Message = {"role": "user", "content": [{"type": "text", "text": prompt}]}
+        user: Message = {"role": "user", "content": [{"type": "text", "text": redact_text(prompt)}]}
 
         def record_of(result: TurnResult | None, outcomes: list[ToolOutcome]) -> CellRecord:
             turn_messages = result.messages[len(history) :] if result else [user]
@@ -171,8 +172,11 @@ class ConversationManager:
         return result, record
 
     def adopt(self, record: CellRecord) -> None:
-        """Take a replayed record's messages into the shared conversation (no model call made)."""
-        self.messages.extend(record.messages)
+        """Take a replayed record's messages into the shared conversation (no model call made).
+
+        They are redacted again: the record may come from a kernel whose environment had other secrets.
+        """
+        self.messages.extend(redact(record.messages))
         if record.cell_id:
             self.records[record.cell_id] = record
 

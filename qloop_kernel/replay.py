@@ -11,12 +11,11 @@ from typing import TYPE_CHECKING
 
 from IPython.display import Markdown, display
 
-from .agent import AgentError, CellContext
+from .agent import AgentError, CellContext, store_for
 from .conversation import Settings
 from .messages import ToolCall
 from .permissions import ApprovalRequest, Deny, policy_approver
 from .record import CellRecord
-from .store import NotebookStore
 from .tools.code import CodeRunner
 from .tools.runtime import ToolFailure
 from .transcript import usage_line
@@ -32,7 +31,7 @@ def replay(agent: KernelAgent, record: CellRecord, settings: Settings, cell: Cel
     steps = record.replay_steps()
     line(f"replaying the saved turn: {len(steps)} code step(s), no model call "
          f"(saved: {usage_line(record)}); run with --fresh to ask the model again")  # fmt: skip
-    store = NotebookStore(cell.cell_id, to_frontend=cell.interactive)
+    store = store_for(cell)
     store.publish(record.model_dump(mode="json"), record)  # unchanged: digest and time kept
     if steps and not _approved(agent, record, settings, cell):
         return

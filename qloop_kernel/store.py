@@ -59,9 +59,13 @@ _bridge = _Bridge()
 class NotebookStore:
     """RecordStore for one agent cell."""
 
-    def __init__(self, cell_id: str | None, *, to_frontend: bool = True) -> None:
+    def __init__(
+        self, cell_id: str | None, *, to_frontend: bool = True, live_client: str | None = None
+    ) -> None:
         self.cell_id = cell_id
         self.to_frontend = to_frontend  # False in headless runs: no frontend holds the notebook
+        # The extension folds the mirror while this frontend connection shows the live output.
+        self.metadata = {MIME_TYPE: {"live_client": live_client}} if live_client else {}
         self._handle: Any = None
 
     def save(self, record: CellRecord) -> None:
@@ -75,9 +79,9 @@ class NotebookStore:
             "text/plain": summary_line(record),
         }
         if self._handle is None:
-            self._handle = display(bundle, raw=True, display_id=True)
+            self._handle = display(bundle, raw=True, metadata=self.metadata, display_id=True)
         else:
-            self._handle.update(bundle, raw=True)
+            self._handle.update(bundle, raw=True, metadata=self.metadata)
         if self.cell_id and self.to_frontend:
             _bridge.send(
                 {"op": "set_metadata", "cell_id": self.cell_id, "key": "qloop", "value": data}

@@ -78,6 +78,9 @@ def test_approve_runs_the_code_and_run_all_waits(lab: LabKernel, api: StandInAPI
     assert record["status"] == "completed" and record["cell_id"] == "agent-1"
     assert record["tool_calls"][1]["decision"]["kind"] == "approved"
     assert record["answer"] == "Done: **y** is 20."
+    mirror = [m for m in lab.messages(agent, "display_data") if MIME_TYPE in m["content"]["data"]]
+    live = mirror[0]["content"]["metadata"][MIME_TYPE]["live_client"]
+    assert live == mirror[0]["parent_header"]["session"]  # folded next to the live output
 
 
 def test_deny_with_a_reason_runs_nothing_and_tells_the_model(

@@ -8,6 +8,7 @@ import { INotebookModel } from '@jupyterlab/notebook';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 import { JSONObject } from '@lumino/coreutils';
 
+import { trackLiveClient } from './live';
 import { ICellLookup, handleRequest } from './protocol';
 import { COMM_TARGET, isJSONObject } from './record';
 
@@ -74,6 +75,9 @@ function register(
     // The registry belongs to the connection and survives restarts; a second
     // registration on the same connection replaces the first.
     kernel.registerCommTarget(COMM_TARGET, openHandler(cells));
+    trackLiveClient(kernel.clientId, {
+      connect: slot => kernel.disposed.connect(slot)
+    });
   }
 }
 

@@ -8,6 +8,7 @@ import { renderMarkdown } from '@jupyterlab/rendermime';
 import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Widget } from '@lumino/widgets';
 
+import { isLiveClient } from './live';
 import {
   IImagePlaceholder,
   IToolCall,
@@ -19,6 +20,8 @@ import {
 /** Class of the renderer's root node. */
 export const TRANSCRIPT_CLASS = 'qloop-transcript';
 const UNREADABLE_CLASS = 'qloop-transcript-unreadable';
+/** Added when the view is folded next to the live output of its turn. */
+export const LIVE_CLASS = 'qloop-transcript-live';
 
 function element<K extends keyof HTMLElementTagNameMap>(
   tag: K,
@@ -192,8 +195,9 @@ export class TranscriptRenderer
         return;
       }
       this.node.dataset.qloopStatus = result.record.status;
-      staticParts(result.record).forEach(part => this.node.appendChild(part));
-      await this._renderAnswer(result.record.answer);
+      const host = this._host(model);
+      staticParts(result.record).forEach(part => host.appendChild(part));
+      await this._renderAnswer(result.record.answer, host);
     } catch (error) {
       this.node.textContent = '';
       this._showUnreadable(
@@ -202,13 +206,39 @@ export class TranscriptRenderer
     }
   }
 
+  /**
+   * Where the view goes: the node itself, or a folded section when the live
+   * output of the same turn is on the page already.
+   */
+  private _host(model: IRenderMime.IMimeModel): HTMLElement {
+    const meta = model.metadata[TRANSCRIPT_MIME];
+    const client =
+      meta && typeof meta === 'object' && !Array.isArray(meta)
+        ? (meta as { [key: string]: unknown })['live_client']
+        : undefined;
+    this.removeClass(LIVE_CLASS);
+    if (!isLiveClient(client)) {
+      return this.node;
+    }
+    this.addClass(LIVE_CLASS);
+    const details = element('details', 'qloop-live-details');
+    details.appendChild(
+      element('summary', 'qloop-live-summary', 'saved transcript of this turn')
+    );
+    this.node.appendChild(details);
+    return details;
+  }
+
   private _showUnreadable(reason: string): void {
     delete this.node.dataset.qloopStatus;
     this.addClass(UNREADABLE_CLASS);
     this.node.textContent = `unreadable qloop record: ${reason}`;
   }
 
-  private async _renderAnswer(answer: string): Promise<void> {
+  private async _renderAnswer(
+    answer: string,
+    parent: HTMLElement
+  ): Promise<void> {
     if (!answer) {
       return;
     }
@@ -216,7 +246,7 @@ export class TranscriptRenderer
     // JupyterLab's content styles (tables, code, lists) apply to this class.
     const host = element('div', 'qloop-answer-body jp-RenderedHTMLCommon');
     answerSection.appendChild(host);
-    this.node.appendChild(answerSection);
+    parent.appendChild(answerSection);
     const options = this._options;
     if (!options.markdownParser) {
       host.appendChild(element('pre', 'qloop-answer-text', answer));
