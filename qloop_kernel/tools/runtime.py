@@ -6,7 +6,6 @@ tool all become ``is_error`` tool results that tell the model what to do next.
 
 from __future__ import annotations
 
-import copy
 import inspect
 import json
 import logging
@@ -83,7 +82,10 @@ class Tool:
         )
 
     def schema(self) -> dict[str, Any]:
-        """The Messages API tool definition (built once: pydantic schema generation is slow)."""
+        """The Messages API tool definition, built once (pydantic schema generation is slow).
+
+        Shared between requests: callers copy before changing it.
+        """
         if self._schema is None:
             schema = self.input_model.model_json_schema()
             schema.pop("title", None)
