@@ -94,7 +94,7 @@ class Tool:
                 "description": self.description,
                 "input_schema": schema,
             }
-        return copy.deepcopy(self._schema)
+        return self._schema
 
     def call(self, validated: BaseModel) -> Any:
         if self.takes_model:
