@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import getpass
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -92,12 +94,20 @@ def _key(magics: Any, args: list[str]) -> None:
     print("API key set for this kernel")
 
 
+@dataclass(frozen=True)
+class Command:
+    """A sub-command and the numbers of words it takes; other word counts are a one-line task."""
+
+    run: Callable[[Any, list[str]], None]
+    arity: tuple[int, ...]
+
+
 COMMANDS = {
-    "help": _help,
-    "status": _status,
-    "set": _set,
-    "price": _price,
-    "allow": _allow,
-    "reset": _reset,
-    "key": _key,
+    "help": Command(_help, (0,)),
+    "status": Command(_status, (0,)),
+    "set": Command(_set, (2,)),
+    "price": Command(_price, (1, 2)),
+    "allow": Command(_allow, (1,)),
+    "reset": Command(_reset, (0,)),
+    "key": Command(_key, (0,)),
 }

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
+import re
 from typing import Any, NoReturn
 
 from IPython.core.error import UsageError
@@ -65,8 +65,26 @@ def _parser() -> _Parser:
     parser.add_argument("--model")
     parser.add_argument("--new", action="store_true")
     parser.add_argument("--fresh", action="store_true")
-    parser.add_argument("prompt", nargs=argparse.REMAINDER)
     return parser
+
+
+_WORD = re.compile(r"(\S+)\s*(.*)", re.DOTALL)
+
+
+def split_options(line: str) -> tuple[list[str], str]:
+    """Leading ``--options`` and the rest of the line verbatim (a prompt may hold quotes)."""
+    with_value = {
+        a for action in _parser()._actions if action.nargs is None for a in action.option_strings
+    }
+    options: list[str] = []
+    rest = line.strip()
+    while rest.startswith("--"):
+        word, rest = _WORD.match(rest).groups()  # type: ignore[union-attr]
+        options.append(word)
+        if word in with_value and rest:
+            value, rest = _WORD.match(rest).groups()  # type: ignore[union-attr]
+            options.append(value)
+    return options, rest
 
 
 def base_settings(config: QloopAgent) -> Any:
@@ -114,27 +132,23 @@ class AgentMagics(Magics):
     @cell_magic("agent")
     def agent_cell(self, line: str, cell: str) -> None:
         """%%agent [options]: run the cell body as a task for the agent."""
-        args = self._parse(line)
-        prompt = (" ".join(args.prompt) + "\n" + cell).strip()
-        self._run(args, prompt)
+        args, first_line = self._parse(line)
+        self._run(args, (first_line + "\n" + cell).strip())
 
     @line_magic("agent")
     def agent_line(self, line: str) -> None:
         """%agent: settings, status, reset, allow TOOL, or a one-line task."""
-        words = shlex.split(line) if line.strip() else ["help"]
-        command = _commands().get(words[0])
-        if command is not None:
-            command(self, words[1:])
+        words = line.split() or ["help"]
+        found = _commands().get(words[0])
+        if found is not None and len(words) - 1 in found.arity:
+            found.run(self, words[1:])
             return
-        args = self._parse(line)
-        self._run(args, " ".join(args.prompt).strip())
+        args, prompt = self._parse(line)
+        self._run(args, prompt)
 
-    def _parse(self, line: str) -> argparse.Namespace:
-        try:
-            words = shlex.split(line)
-        except ValueError as exc:
-            raise UsageError(f"%%agent: cannot read the options: {exc}") from None
-        return _parser().parse_args(words)
+    def _parse(self, line: str) -> tuple[argparse.Namespace, str]:
+        options, prompt = split_options(line)
+        return _parser().parse_args(options), prompt
 
     def _run(self, args: argparse.Namespace, prompt: str) -> None:
         from pydantic import ValidationError

@@ -296,10 +296,13 @@ def test_code_timeout_interrupts_only_the_tool(lab: LabKernel, api: StandInAPI) 
 
 
 def test_one_line_prompt_and_kernel_spec(lab: LabKernel, api: StandInAPI, tmp_path) -> None:
-    api.set_script([Reply([text("short answer")])])
-    msg_id = lab.execute("%agent --new What is 2 + 2?", cell_id="line")
+    api.set_script([Reply([text("short answer")]), Reply([text("done")])])
+    msg_id = lab.execute("%agent --new What's 2 + 2?", cell_id="line")
     assert lab.complete(msg_id, 60)["content"]["status"] == "ok"
-    assert api.requests[0].body["messages"][0]["content"][0]["text"] == "What is 2 + 2?"
+    assert api.requests[0].body["messages"][0]["content"][0]["text"] == "What's 2 + 2?"
+    lab.run("%agent reset the index of df", cell_id="line2")  # a task, not the reset command
+    assert api.requests[1].body["messages"][-1]["content"][0]["text"] == "reset the index of df"
+    assert "fresh conversation" in lab.run("%agent reset")
     from jupyter_client.kernelspec import KernelSpecManager
 
     from qloop_kernel.kernelspec import install

@@ -6,7 +6,7 @@ import pytest
 from IPython.core.error import UsageError
 from traitlets.config import Config
 
-from qloop_kernel.magic import QloopAgent, _parser, base_settings
+from qloop_kernel.magic import QloopAgent, _parser, base_settings, split_options
 
 
 def test_traitlets_config_sets_defaults(monkeypatch):
@@ -34,8 +34,14 @@ def test_bad_environment_is_a_usage_error(monkeypatch, name, value):
         base_settings(QloopAgent())
 
 
-def test_option_parser_keeps_the_rest_as_the_prompt():
-    args = _parser().parse_args(["--approve", "auto", "--max-turns", "3", "what", "is", "df?"])
-    assert (args.approve, args.max_turns, args.prompt) == ("auto", 3, ["what", "is", "df?"])
+def test_leading_options_are_split_from_a_verbatim_prompt():
+    options, prompt = split_options(
+        "--approve auto --new --max-turns 3 what's in df? --not-an-option"
+    )
+    assert options == ["--approve", "auto", "--new", "--max-turns", "3"]
+    assert prompt == "what's in df? --not-an-option"
+    args = _parser().parse_args(options)
+    assert (args.approve, args.max_turns, args.new) == ("auto", 3, True)
+    assert split_options("--timeout=5 plot it") == (["--timeout=5"], "plot it")
     with pytest.raises(UsageError, match="invalid choice"):
         _parser().parse_args(["--approve", "yes"])
