@@ -40,7 +40,9 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _first_line(exc: BaseException) -> str:
-    lines = [line for line in str(exc).splitlines() if line.strip()]
+    from .tools.runtime import strip_ansi
+
+    lines = [line for line in strip_ansi(str(exc)).splitlines() if line.strip()]
     return lines[-1] if lines else type(exc).__name__
 
 
@@ -72,7 +74,9 @@ def _show(args: argparse.Namespace) -> int:
         return 0
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
-        print("  ".join(value.ljust(width) for value, width in zip(row, widths, strict=True)).rstrip())
+        print(
+            "  ".join(value.ljust(width) for value, width in zip(row, widths, strict=True)).rstrip()
+        )
     return 0
 
 

@@ -28,9 +28,10 @@ def mirrored_record(cell: Any) -> dict[str, Any] | None:
 class AgentNotebookClient(NotebookClient):
     """An nbclient that sends cell ids and metadata and keeps agent records in cell metadata."""
 
-    def __init__(self, nb: Any, progress: TextIO | None = sys.stderr, **kwargs: Any) -> None:
+    def __init__(self, nb: Any, progress: TextIO | None | bool = True, **kwargs: Any) -> None:
+        """``progress``: a stream for one line per cell, True for stderr, None/False for none."""
         super().__init__(nb, **kwargs)
-        self.progress = progress
+        self.progress: TextIO | None = sys.stderr if progress is True else (progress or None)
         self._metadata: dict[str, Any] = {}
         self.on_cell_execute = self._before_cell
         self.on_cell_executed = self._after_cell
@@ -68,7 +69,9 @@ class AgentNotebookClient(NotebookClient):
 
 def _progress_line(cell: Any, index: int, total: int, reply: Any) -> str:
     status = (reply or {}).get("content", {}).get("status", "?")
-    first = (cell.source.strip().splitlines() or [""])[0][:60]
+    lines = cell.source.strip().splitlines() or [""]
+    agent = lines[0].startswith("%%agent") and len(lines) > 1
+    first = (f"%%agent {lines[1]}" if agent else lines[0])[:60]
     line = f"[{index + 1}/{total}] {status:<7} {first}"
     saved = cell.metadata.get(METADATA_KEY)
     if saved is not None and cell.source.lstrip().startswith("%%agent"):

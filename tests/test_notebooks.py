@@ -155,3 +155,15 @@ def test_replay_after_a_restart_rebuilds_the_shared_conversation(saved: Path, mo
     assert sent[0]["content"][0]["text"] == PROMPT  # the replayed turn is in the conversation
     assert any(b.get("type") == "tool_use" for m in sent for b in m["content"])
     assert sent[-1]["content"][0]["text"] == "Now triple it."
+
+
+def test_qloop_run_exits_non_zero_when_a_cell_fails(tmp_path: Path, capsys) -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("ok = 1"), nbformat.v4.new_code_cell("1 / 0")]
+    source, out = tmp_path / "fails.ipynb", tmp_path / "out.ipynb"
+    nbformat.write(nb, source)
+    assert qloop_main(["run", str(source), "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "a cell failed" in err and "ZeroDivisionError" in err
+    assert "[1/2] ok" in err
+    assert nbformat.read(out, as_version=4).cells[1].outputs[0]["ename"] == "ZeroDivisionError"
