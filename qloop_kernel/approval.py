@@ -44,14 +44,13 @@ class ApprovalCard:
         )
         self._original = original
         self.reason = widgets.Text(placeholder="reason (optional, sent to the model)",
-                                   layout=widgets.Layout(width="40%"))  # fmt: skip
-        self.approve = widgets.Button(description="Approve", button_style="success", icon="check")
-        self.deny = widgets.Button(description="Deny", button_style="danger", icon="times")
-        self.always = widgets.Button(
-            description="Always allow",
-            tooltip=f"Run {request.call.name} without asking this session",
+                                   layout=widgets.Layout(width="18em"))  # fmt: skip
+        self.approve = _button("Approve", style="success", icon="check")
+        self.deny = _button("Deny", style="danger", icon="times")
+        self.always = _button(
+            "Always allow", tooltip=f"Run {request.call.name} without asking this session"
         )
-        self.edit = widgets.Button(description="Edit", icon="pencil")
+        self.edit = _button("Edit", icon="pencil")
         self.status = widgets.HTML()
         self.approve.on_click(lambda _: self._decide(self._approval()))
         self.deny.on_click(lambda _: self._decide(Deny(self.reason.value.strip())))
@@ -65,7 +64,7 @@ class ApprovalCard:
         self.buttons = buttons
         self.widget = widgets.VBox(
             [widgets.HTML(self._header()), widgets.HTML(self._body()), self.editor,
-             widgets.HBox(buttons), self.status],
+             widgets.HBox(buttons, layout=widgets.Layout(flex_flow="row wrap")), self.status],
             layout=widgets.Layout(border="1px solid #d0d7de", padding="6px", margin="4px 0"),
         )  # fmt: skip
         self.widget.add_class("qloop-approval-card")
@@ -120,7 +119,15 @@ class ApprovalCard:
     def close(self, text: str) -> None:
         for item in [*self.buttons, self.editor]:
             item.disabled = True
-        self.status.value = f"<span class='qloop-decision'>{html.escape(text)}</span>"
+        self.status.value = f"<span class='qloop-card-decision'>{html.escape(text)}</span>"
+
+
+def _button(label: str, *, style: str = "", icon: str = "", tooltip: str = "") -> widgets.Button:
+    """A button as wide as its label, so a narrow notebook wraps the row instead of cutting it."""
+    return widgets.Button(
+        description=label, button_style=style, icon=icon, tooltip=tooltip or label,
+        layout=widgets.Layout(width="auto", min_width="6em"),
+    )  # fmt: skip
 
 
 def describe(decision: Decision) -> str:
@@ -166,10 +173,10 @@ class StopButton:
         self.button.on_click(lambda _: (on_stop(), wake()))
         self.label = widgets.HTML()
         self.widget = widgets.HBox([self.label, self.button])
-        self.widget.add_class("qloop-status")
+        self.widget.add_class("qloop-live-status")
 
     def set_text(self, text: str) -> None:
-        self.label.value = f"<span class='qloop-status-text'>{html.escape(text)}</span>"
+        self.label.value = f"<span class='qloop-live-status-text'>{html.escape(text)}</span>"
 
     def finish(self, text: str) -> None:
         self.set_text(text)

@@ -18,7 +18,7 @@ from .loop import CancelToken, Limits, ModelClient, QueryLoop, TurnObserver
 from .messages import Message, ModelEvent, ModelResponse, ToolCall, ToolOutcome, TurnResult, Usage
 from .permissions import Policy
 from .pricing import Price, UnknownModelPrice, price_for
-from .record import CellRecord, build_record, now_iso
+from .record import CellRecord, TurnProgress, build_record, now_iso
 from .redact import redact, redact_text
 from .tools.runtime import ToolRuntime
 
@@ -90,12 +90,15 @@ class _SavingObserver(TurnObserver):
         self.inner = inner
         self.save_running = save_running
         self.outcomes: list[ToolOutcome] = []
+        self.progress = TurnProgress()
 
     def on_event(self, event: ModelEvent) -> None:
         self.inner.on_event(event)
 
     def on_response(self, response: ModelResponse, usage: Usage, cost_usd: float | None) -> None:
+        self.progress = TurnProgress(usage, cost_usd, self.progress.model_calls + 1)
         self.inner.on_response(response, usage, cost_usd)
+        self.save_running(self)
 
     def on_tool_start(self, call: ToolCall) -> None:
         self.inner.on_tool_start(call)
@@ -103,7 +106,7 @@ class _SavingObserver(TurnObserver):
     def on_tool_end(self, outcome: ToolOutcome) -> None:
         self.outcomes.append(outcome)
         self.inner.on_tool_end(outcome)
-        self.save_running(self.outcomes)
+        self.save_running(self)
 
 
 class ConversationManager:
@@ -148,18 +151,21 @@ class ConversationManager:
         history = self.context_policy.apply(self.messages)
         user: Message = {"role": "user", "content": [{"type": "text", "text": redact_text(prompt)}]}
 
-        def record_of(result: TurnResult | None, outcomes: list[ToolOutcome]) -> CellRecord:
+        def record_of(
+            result: TurnResult | None, outcomes: list[ToolOutcome], progress: TurnProgress
+        ) -> CellRecord:
             turn_messages = result.messages[len(history) :] if result else [user]
             return build_record(
                 session_id=self.session_id, cell_id=cell_id, prompt=prompt, model=model.model,
                 settings=settings.model_dump(mode="json"), started_at=started_at, result=result,
-                turn_messages=turn_messages, outcomes=outcomes,
+                turn_messages=turn_messages, outcomes=outcomes, progress=progress,
             )  # fmt: skip
 
-        saving = _SavingObserver(
-            observer or TurnObserver(), lambda o: self._save(record_of(None, o))
-        )
-        self._save(record_of(None, []))
+        def save_running(observer: _SavingObserver) -> None:
+            self._save(record_of(None, observer.outcomes, observer.progress))
+
+        saving = _SavingObserver(observer or TurnObserver(), save_running)
+        self._save(record_of(None, [], TurnProgress()))
         loop = QueryLoop(
             model, runtime, system=self.system_prompt, limits=settings.limits(), price=price,
             observer=saving, cancel=cancel,
@@ -167,7 +173,7 @@ class ConversationManager:
         result = loop.run([*history, user])
         self.messages.extend(result.messages[len(history) :])
         self._account(result)
-        record = record_of(result, result.outcomes)
+        record = record_of(result, result.outcomes, saving.progress)
         self._save(record)
         return result, record
 

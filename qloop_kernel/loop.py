@@ -297,14 +297,11 @@ class QueryLoop:
         why = "not run: the turn was interrupted" if stop.status == "interrupted" else "not run"
         for call in _tool_calls(last["content"]):
             if call.id not in answered:
-                content.append(
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": call.id,
-                        "is_error": True,
-                        "content": [{"type": "text", "text": why}],
-                    }
+                outcome = ToolOutcome(
+                    call, [{"type": "text", "text": why}], True, "denied", call.input, reason=why
                 )
+                turn.outcomes.append(outcome)  # recorded: the call was made, and not run
+                content.append(outcome.result_block())
         if content:
             turn.messages.append({"role": "user", "content": content})
         turn.pending = []

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Literal
 
@@ -241,6 +242,15 @@ def _strip_value(value: Any) -> Any:
     return {k: _strip_value(v) for k, v in value.items()}
 
 
+@dataclass(frozen=True)
+class TurnProgress:
+    """What a running turn has spent so far (the finished turn's result carries the totals)."""
+
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float | None = None
+    model_calls: int = 0
+
+
 def build_record(
     *,
     session_id: str,
@@ -252,6 +262,7 @@ def build_record(
     result: TurnResult | None,
     turn_messages: list[dict[str, Any]],
     outcomes: list[ToolOutcome],
+    progress: TurnProgress | None = None,
 ) -> CellRecord:
     """The record of a turn, running (``result`` None) or finished. Redacted, images stripped."""
     record = CellRecord(
@@ -267,10 +278,13 @@ def build_record(
         tool_calls=[tool_call_record(o) for o in outcomes],
         timings=Timings(started_at=started_at),
     )
+    spent = progress or TurnProgress()
     if result is not None:
-        record.usage = usage_record(result.usage)
-        record.cost_usd = None if result.cost_usd is None else round(result.cost_usd, 6)
-        record.model_calls = result.model_calls
+        spent = TurnProgress(result.usage, result.cost_usd, result.model_calls)
+    record.usage = usage_record(spent.usage)
+    record.cost_usd = None if spent.cost_usd is None else round(spent.cost_usd, 6)
+    record.model_calls = spent.model_calls
+    if result is not None:
         record.timings = Timings(
             started_at=started_at,
             ended_at=now_iso(),

@@ -53,13 +53,10 @@ def test_turns_share_one_conversation_and_records_are_saved_as_they_grow():
         "what is df?", model=model, runtime=make_runtime(), settings=Settings(), cell_id="c2"
     )
     assert first.status == second.status == "completed"
-    assert [s.status for s in store.saved] == [
-        "running",
-        "running",
-        "completed",
-        "running",
-        "completed",
-    ]
+    statuses = [s.status for s in store.saved]
+    assert statuses == ["running"] * 4 + ["completed"] + ["running"] * 2 + ["completed"]
+    assert store.saved[1].model_calls == 1 and store.saved[1].usage.input_tokens == 100
+    assert store.saved[2].tool_calls[0].input == {"code": "df = 1"}  # saved as soon as it ran
     assert model.requests[2].messages[:4] == manager.messages[:4]  # turn 2 sees turn 1
     assert record.tool_calls[0].input == {"code": "df = 1"}
     assert record.tool_calls[0].images[0].bytes == len(base64.b64decode(PNG))

@@ -1,13 +1,33 @@
 /**
  * Playwright configuration for the qloop-kernel browser tests.
  *
- * Uses Debian's Chromium (no browser download) and starts JupyterLab from
- * the active Python environment ($PYTHON, or `python` on PATH).
+ * Uses Debian's Chromium (no browser download) and starts, from the active
+ * Python environment ($PYTHON, or `python` on PATH), the Messages API
+ * stand-in on a free loopback port, then JupyterLab with its kernels pointed
+ * at the stand-in.
  */
 const baseConfig = require('@jupyterlab/galata/lib/playwright-config');
 
 const port = process.env.QLOOP_UI_PORT || '8888';
 const python = process.env.PYTHON || 'python';
+
+/**
+ * The environment JupyterLab and its kernels get on top of Playwright's: a
+ * fake key, no proxy for loopback, and none of the caller's credentials or
+ * proxies (an `undefined` value removes a variable).
+ */
+const serverEnv = {
+  ANTHROPIC_API_KEY: 'test',
+  ANTHROPIC_AUTH_TOKEN: undefined,
+  NO_PROXY: '127.0.0.1,localhost',
+  no_proxy: '127.0.0.1,localhost',
+  HTTP_PROXY: undefined,
+  HTTPS_PROXY: undefined,
+  ALL_PROXY: undefined,
+  http_proxy: undefined,
+  https_proxy: undefined,
+  all_proxy: undefined
+};
 
 module.exports = {
   ...baseConfig,
@@ -38,13 +58,30 @@ module.exports = {
       ]
     }
   },
-  webServer: {
-    // The server's log goes to jupyter-server.log, not into the test report.
-    command: `"${python}" -m jupyter lab --config jupyter_server_test_config.py > jupyter-server.log 2>&1`,
-    url: `http://127.0.0.1:${port}/lab`,
-    timeout: 120000,
-    reuseExistingServer: false,
-    stdout: 'ignore',
-    stderr: 'ignore'
-  }
+  // Started in this order. The stand-in prints its base URL on its first
+  // line; Playwright puts it in QLOOP_STANDIN_URL, which the JupyterLab
+  // command and the test workers read.
+  webServer: [
+    {
+      name: 'stand-in',
+      command: `"${python}" -m qloop_kernel.testing --port 0`,
+      wait: { stdout: /^(?<qloop_standin_url>http:\/\/127\.0\.0\.1:\d+)$/m },
+      timeout: 30000,
+      stdout: 'ignore',
+      stderr: 'pipe'
+    },
+    {
+      name: 'jupyterlab',
+      // The server's log goes to jupyter-server.log, not into the test report.
+      command:
+        'ANTHROPIC_BASE_URL="${QLOOP_STANDIN_URL:?the stand-in did not start}" ' +
+        `"${python}" -m jupyter lab --config jupyter_server_test_config.py > jupyter-server.log 2>&1`,
+      env: serverEnv,
+      url: `http://127.0.0.1:${port}/lab`,
+      timeout: 120000,
+      reuseExistingServer: false,
+      stdout: 'ignore',
+      stderr: 'ignore'
+    }
+  ]
 };

@@ -6,9 +6,11 @@
 # Needs the package installed in the active Python environment
 # (`pip install -e .[test]`) and Node.js >= 20. Installs Debian's Chromium
 # when it is missing and the npm packages of ui-tests/ (no browser download),
-# then runs Playwright, which starts JupyterLab from that environment
-# (`$PYTHON -m jupyter lab`) on port $QLOOP_UI_PORT (8888) with a temporary
-# root folder. Exits with Playwright's exit code.
+# then runs Playwright, which starts the Messages API stand-in
+# (`$PYTHON -m qloop_kernel.testing`, on a free port) and JupyterLab from that
+# environment (`$PYTHON -m jupyter lab`) on port $QLOOP_UI_PORT (8888) with a
+# temporary root folder; the kernels call the stand-in with a fake key.
+# Exits with Playwright's exit code.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -18,6 +20,9 @@ fi
 export PYTHON
 export CHROMIUM_PATH="${CHROMIUM_PATH:-/usr/bin/chromium}"
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
+# Playwright checks and calls the test servers on loopback: never through a proxy.
+export NO_PROXY="127.0.0.1,localhost${NO_PROXY:+,$NO_PROXY}"
+export no_proxy="$NO_PROXY"
 
 if [ ! -x "$CHROMIUM_PATH" ]; then
   if [ "$(id -u)" -ne 0 ]; then

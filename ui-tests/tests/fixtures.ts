@@ -6,6 +6,7 @@
  *   const path = await openNotebook('saved_turn.ipynb');  // a fresh copy, opened
  *   await runAll();                                        // Run > Run All Cells
  *   const file = await saveAndRead(path);                  // the .ipynb on disk
+ *   await standIn.reset([reply]);                          // what the "model" answers
  */
 import {
   expect,
@@ -41,6 +42,28 @@ export interface IMarker {
   badge: string;
 }
 
+/** One item of a stand-in script, in its JSON form (see docs/testing.md). */
+export type StandInItem = Record<string, unknown>;
+
+/** One entry of the stand-in's request log (`GET /_qloop/requests`). */
+export interface IStandInRequest {
+  method: string;
+  path: string;
+  body: { messages?: { role: string; content: any }[] } & Record<string, any>;
+  status: number | null;
+  error: string | null;
+}
+
+/** The Messages API stand-in the kernels of the test server call. */
+export interface IStandIn {
+  /** Its base URL, `http://127.0.0.1:PORT`. */
+  readonly url: string;
+  /** Start afresh: serve `script`, with an empty request log. */
+  reset: (script?: StandInItem[]) => Promise<void>;
+  /** The requests received since the last reset, oldest first. */
+  requests: () => Promise<IStandInRequest[]>;
+}
+
 interface IQloopFixtures {
   /** Copy `notebooks/<name>` to the test's server folder and open it; returns its server path. */
   openNotebook: (name: string) => Promise<string>;
@@ -54,6 +77,8 @@ interface IQloopFixtures {
    * then waits until the kernel is idle again.
    */
   runAll: (options?: { wait?: boolean }) => Promise<void>;
+  /** The Messages API stand-in, reset to an empty script for the test. */
+  standIn: IStandIn;
 }
 
 /** Read a notebook file through the server's contents API. */
@@ -141,6 +166,36 @@ export async function reloadFromDisk(
     .toBe(true);
 }
 
+/** The execution count of cell `index` in the active notebook (null: not run). */
+export async function executionCount(
+  page: IJupyterLabPageFixture,
+  index: number
+): Promise<number | null> {
+  return page.evaluate(
+    i =>
+      (window as any).jupyterapp.shell.currentWidget.content.widgets[i].model
+        .executionCount as number | null,
+    index
+  );
+}
+
+/** The approval card in the outputs of cell `index`. */
+export async function approvalCard(
+  page: IJupyterLabPageFixture,
+  index: number
+): Promise<Locator> {
+  return (await cell(page, index)).locator('.qloop-approval-card');
+}
+
+/** The tool results in the newest message of a request to the stand-in. */
+export function toolResults(request: IStandInRequest): Record<string, any>[] {
+  const messages = request.body.messages ?? [];
+  const content = messages[messages.length - 1]?.content;
+  return Array.isArray(content)
+    ? content.filter(block => block.type === 'tool_result')
+    : [];
+}
+
 /** The plain-text outputs of cell `index`, joined. */
 export async function outputText(
   page: IJupyterLabPageFixture,
@@ -153,6 +208,24 @@ export async function outputText(
 export function extensionVersion(): string {
   const file = path.join(REPOSITORY_ROOT, 'labextension', 'package.json');
   return JSON.parse(fs.readFileSync(file, 'utf-8')).version;
+}
+
+/** Talk to the stand-in's control endpoints at `url`. */
+function connectStandIn(request: APIRequestContext, url: string): IStandIn {
+  return {
+    url,
+    reset: async (script = []) => {
+      const response = await request.post(`${url}/_qloop/reset`, {
+        data: script
+      });
+      expect(response.ok(), await response.text()).toBe(true);
+    },
+    requests: async () => {
+      const response = await request.get(`${url}/_qloop/requests`);
+      expect(response.ok()).toBe(true);
+      return (await response.json()) as IStandInRequest[];
+    }
+  };
 }
 
 /** Bring the open notebook at `serverPath` to the front and wait for its cells. */
@@ -205,5 +278,13 @@ export const test = galataTest.extend<IQloopFixtures>({
         await waitForIdleKernel(page);
       }
     });
+  },
+  standIn: async ({ request }, use) => {
+    // Set from the stand-in's first line of output (see playwright.config.js).
+    const url = process.env.QLOOP_STANDIN_URL;
+    expect(url, 'QLOOP_STANDIN_URL is not set').toBeTruthy();
+    const standIn = connectStandIn(request, url!);
+    await standIn.reset();
+    await use(standIn);
   }
 });

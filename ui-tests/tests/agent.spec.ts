@@ -1,0 +1,264 @@
+/**
+ * Real agent cells: the approval card of a `run_code` step, in a real
+ * kernel, with the Messages API stand-in as the model.
+ *
+ * agent_cell.ipynb: cell 0 loads the extension, cell 1 is the agent cell
+ * "Set y to 42.", cell 2 prints `y + 1`.
+ */
+import * as path from 'path';
+import { IJupyterLabPageFixture } from '@jupyterlab/galata';
+import { Locator } from '@playwright/test';
+
+import {
+  IStandIn,
+  REPOSITORY_ROOT,
+  StandInItem,
+  approvalCard,
+  cell,
+  executionCount,
+  expect,
+  markerOf,
+  outputText,
+  test,
+  toolResults,
+  waitForIdleKernel
+} from './fixtures';
+
+const NOTEBOOK = 'agent_cell.ipynb';
+const AGENT = 1;
+const AFTER = 2;
+const PROMPT = 'Set y to 42.';
+
+/** The model asks to run `code`, then ends the turn with `answer`. */
+function runCodeScript(code: string, answer: string): StandInItem[] {
+  return [
+    {
+      content: [
+        { type: 'text', text: 'I will run one line.' },
+        { type: 'tool_use', name: 'run_code', input: { code } }
+      ]
+    },
+    { content: answer }
+  ];
+}
+
+const SET_Y = runCodeScript('y = 42', 'Done: `y` is **42**.');
+
+/**
+ * A button of an approval card, by its label. (Its accessible name starts
+ * with the icon font's glyph, so the text content is matched instead.)
+ */
+function button(card: Locator, label: string): Locator {
+  return card.locator('button').filter({ hasText: new RegExp(`^${label}$`) });
+}
+
+/** The stderr outputs (tracebacks) of cell `index`. */
+async function errorOutput(
+  page: IJupyterLabPageFixture,
+  index: number
+): Promise<Locator> {
+  return (await cell(page, index)).locator(
+    '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'
+  );
+}
+
+/**
+ * Run All, then wait for the agent cell's card titled `title`: the cell
+ * blocks on it, so the cell after it must not have run yet.
+ */
+async function runAllUntilCard(
+  page: IJupyterLabPageFixture,
+  runAll: (options?: { wait?: boolean }) => Promise<void>,
+  title: string
+): Promise<Locator> {
+  await runAll({ wait: false });
+  const card = (await approvalCard(page, AGENT)).filter({ hasText: title });
+  // Allow for the kernel start and the first model call.
+  await expect(card).toBeVisible({ timeout: 60000 });
+  await expect(card).toContainText(`${title} wants to run — approve?`);
+  expect(await executionCount(page, AFTER)).toBeNull();
+  expect(await outputText(page, AFTER)).toBe('');
+  return card;
+}
+
+/** Approve the run_code card of SET_Y; returns once every cell has run. */
+async function approveSetY(
+  page: IJupyterLabPageFixture,
+  runAll: (options?: { wait?: boolean }) => Promise<void>
+): Promise<void> {
+  const card = await runAllUntilCard(page, runAll, 'run_code');
+  await button(card, 'Approve').click();
+  await waitForIdleKernel(page);
+  await expect.poll(() => outputText(page, AFTER)).toBe('43\n');
+}
+
+/** The request log holds one model call per script reply, the result of the code in the second. */
+async function expectApprovedRun(standIn: IStandIn): Promise<void> {
+  const requests = await standIn.requests();
+  expect(requests.map(r => r.status)).toEqual([200, 200]);
+  expect(requests[0].body.messages![0].content[0].text).toBe(PROMPT);
+  const [result] = toolResults(requests[1]);
+  expect(result.is_error ?? false).toBe(false);
+}
+
+test.describe('agent cell approval', () => {
+  // Wide enough for the card's buttons and reason box to show in full in the
+  // screenshot for the docs.
+  test.use({ viewport: { width: 1280, height: 900 } });
+
+  test('Run All waits at the card; Approve runs the code, then the next cell', async ({
+    page,
+    openNotebook,
+    runAll,
+    standIn
+  }) => {
+    await standIn.reset(SET_Y);
+    await openNotebook(NOTEBOOK);
+
+    const card = await runAllUntilCard(page, runAll, 'run_code');
+    await expect(card.locator('.highlight')).toHaveText('y = 42');
+    for (const name of ['Approve', 'Deny', 'Always allow', 'Edit']) {
+      await expect(button(card, name)).toBeEnabled();
+    }
+    await card.screenshot({
+      path: path.join(REPOSITORY_ROOT, 'docs', 'approval-card.png')
+    });
+
+    await button(card, 'Approve').click();
+    await waitForIdleKernel(page);
+    await expect.poll(() => outputText(page, AFTER)).toBe('43\n');
+    expect(await executionCount(page, AFTER)).not.toBeNull();
+    await expect(card.locator('.qloop-card-decision')).toHaveText('✔ approved');
+    await expect(button(card, 'Approve')).toBeDisabled();
+    await expectApprovedRun(standIn);
+  });
+
+  test('Deny with a reason runs nothing and sends the reason to the model', async ({
+    page,
+    openNotebook,
+    runAll,
+    standIn
+  }) => {
+    const reason = 'not in this notebook';
+    await standIn.reset(runCodeScript('y = 42', 'Understood, y is unchanged.'));
+    await openNotebook(NOTEBOOK);
+
+    const card = await runAllUntilCard(page, runAll, 'run_code');
+    await card
+      .getByPlaceholder('reason (optional, sent to the model)')
+      .fill(reason);
+    await button(card, 'Deny').click();
+    await waitForIdleKernel(page);
+
+    await expect(card.locator('.qloop-card-decision')).toHaveText(
+      `✘ denied: ${reason}`
+    );
+    await expect(await errorOutput(page, AFTER)).toContainText(
+      "NameError: name 'y' is not defined"
+    );
+    const requests = await standIn.requests();
+    expect(requests).toHaveLength(2);
+    const [result] = toolResults(requests[1]);
+    expect(result.is_error).toBe(true);
+    expect(JSON.stringify(result.content)).toContain(reason);
+    const view = (await cell(page, AGENT)).locator('.qloop-transcript');
+    await expect(view.locator('.qloop-decision')).toHaveText(
+      `denied: ${reason}`
+    );
+  });
+
+  test.describe('with real kernel messages', () => {
+    // Galata's kernel mock breaks on an interrupt or a restart.
+    test.use({ kernels: null });
+
+    test('an interrupt while the card waits ends the cell and leaves the kernel usable', async ({
+      page,
+      openNotebook,
+      runAll,
+      standIn
+    }) => {
+      await standIn.reset(runCodeScript('y = 42', 'never sent'));
+      await openNotebook(NOTEBOOK);
+
+      const card = await runAllUntilCard(page, runAll, 'run_code');
+      await page.menu.clickMenuItem('Kernel>Interrupt Kernel');
+      await waitForIdleKernel(page);
+
+      await expect(await errorOutput(page, AGENT)).toContainText(
+        'KeyboardInterrupt'
+      );
+      await expect(card.locator('.qloop-card-decision')).toHaveText(
+        'interrupted — not run'
+      );
+      for (const name of ['Approve', 'Deny', 'Always allow', 'Edit']) {
+        await expect(button(card, name)).toBeDisabled();
+      }
+      await expect(card.getByRole('textbox')).toBeDisabled();
+      // Run All stops: the queued cell was aborted, not run.
+      expect(await executionCount(page, AFTER)).toBeNull();
+      expect(await outputText(page, AFTER)).toBe('');
+      await expect
+        .poll(() => markerOf(page, AGENT))
+        .toMatchObject({ status: 'interrupted' });
+      expect(await standIn.requests()).toHaveLength(1);
+
+      await page.notebook.setCell(AFTER, 'code', "print('y' in dir(), 6 * 7)");
+      await page.notebook.runCell(AFTER, { inplace: true });
+      await expect.poll(() => outputText(page, AFTER)).toBe('False 42\n');
+    });
+
+    test('a saved turn shows after a reload and replays after a restart without the model', async ({
+      page,
+      openNotebook,
+      reloadPage,
+      runAll,
+      saveAndRead,
+      standIn
+    }) => {
+      await standIn.reset(SET_Y);
+      const serverPath = await openNotebook(NOTEBOOK);
+      await approveSetY(page, runAll);
+      await expectApprovedRun(standIn);
+
+      const saved = (await saveAndRead(serverPath)).cells[AGENT];
+      expect(saved.metadata.qloop).toMatchObject({
+        schema_version: 1,
+        cell_id: saved.id,
+        prompt: PROMPT,
+        status: 'completed',
+        answer: 'Done: `y` is **42**.'
+      });
+      expect(saved.metadata.qloop.tool_calls[0].input).toEqual({
+        code: 'y = 42'
+      });
+
+      await reloadPage(serverPath);
+      const view = (await cell(page, AGENT)).locator('.qloop-transcript');
+      await expect(view).toHaveAttribute('data-qloop-status', 'completed');
+      await expect(view.locator('pre.qloop-tool-input')).toHaveText('y = 42');
+      await expect(view.locator('.qloop-decision')).toHaveText('approved');
+      await expect(view.locator('.qloop-answer-body strong')).toHaveText('42');
+
+      // A fresh namespace: only the replay can bring y back.
+      await page.menu.clickMenuItem('Kernel>Restart Kernel…');
+      await page.locator('.jp-Dialog .jp-mod-accept').click();
+      await waitForIdleKernel(page);
+
+      const card = await runAllUntilCard(
+        page,
+        runAll,
+        'Replay 1 saved code step(s)'
+      );
+      await expect(card.locator('.highlight')).toHaveText('y = 42');
+      await expect(button(card, 'Always allow')).toHaveCount(0);
+      await button(card, 'Approve').click();
+      await waitForIdleKernel(page);
+
+      await expect.poll(() => outputText(page, AFTER)).toBe('43\n');
+      await expect(await cell(page, AGENT)).toContainText('replay complete');
+      expect(await standIn.requests()).toHaveLength(2);
+      const replayed = (await saveAndRead(serverPath)).cells[AGENT];
+      expect(replayed.metadata.qloop).toEqual(saved.metadata.qloop);
+    });
+  });
+});
