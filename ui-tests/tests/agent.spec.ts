@@ -131,6 +131,11 @@ test.describe('agent cell approval', () => {
     await expect(card.locator('.qloop-card-decision')).toHaveText('✔ approved');
     await expect(button(card, 'Approve')).toBeDisabled();
     await expectApprovedRun(standIn);
+    // Next to the live output the saved transcript is folded, not repeated.
+    const live = (await cell(page, AGENT)).locator('.qloop-transcript');
+    await expect(live).toHaveClass(/qloop-transcript-live/);
+    await expect(live.locator('details.qloop-live-details')).toHaveCount(1);
+    await expect(live.locator('.qloop-answer-body')).toBeHidden();
   });
 
   test('Deny with a reason runs nothing and sends the reason to the model', async ({
@@ -235,6 +240,7 @@ test.describe('agent cell approval', () => {
       await reloadPage(serverPath);
       const view = (await cell(page, AGENT)).locator('.qloop-transcript');
       await expect(view).toHaveAttribute('data-qloop-status', 'completed');
+      await expect(view).not.toHaveClass(/qloop-transcript-live/); // in full after a reload
       await expect(view.locator('pre.qloop-tool-input')).toHaveText('y = 42');
       await expect(view.locator('.qloop-decision')).toHaveText('approved');
       await expect(view.locator('.qloop-answer-body strong')).toHaveText('42');
