@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
-from .messages import ToolCall
+if TYPE_CHECKING:  # the magics import this module at load time: keep it light
+    from .messages import ToolCall
 
 Policy: TypeAlias = Literal["ask", "auto", "readonly", "deny"]
 POLICIES: tuple[Policy, ...] = ("ask", "auto", "readonly", "deny")

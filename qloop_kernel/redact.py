@@ -81,8 +81,7 @@ class Redactor:
             if secret in text:
                 text = text.replace(secret, REDACTED)
         for secret in self.secrets:
-            if _token_like(secret):
-                text = _redact_pieces(text, secret)
+            text = _redact_pieces(text, secret)
         return KEY_SHAPES.sub(REDACTED, text)
 
     def value(self, value: Any) -> Any:
@@ -110,7 +109,12 @@ def _token_like(value: str) -> bool:
 
 @functools.lru_cache(maxsize=64)
 def _grams(secret: str) -> tuple[tuple[int, str], ...]:
-    """Pieces at a stride of MIN_FRAGMENT // 2: every longer piece of ``secret`` contains one."""
+    """Pieces at a stride of MIN_FRAGMENT // 2: every longer piece of ``secret`` contains one.
+
+    Empty for a value that is not token-like: pieces of a path or a sentence are ordinary text.
+    """
+    if not _token_like(secret):
+        return ()
     size = MIN_FRAGMENT // 2
     starts = sorted({*range(0, len(secret) - size + 1, size), len(secret) - size})
     return tuple((start, secret[start : start + size]) for start in starts)
@@ -163,7 +167,7 @@ class _RedactingStream:
         self._stream = stream
 
     def write(self, text: str) -> int:
-        result: int = self._stream.write(redact_text(text) if isinstance(text, str) else text)
+        result: int = _redacting(self._stream.write)(text)
         return result
 
     def writelines(self, lines: Any) -> None:
@@ -189,17 +193,44 @@ def redacted_output(shell: Any, keep: tuple[str, ...] = ()) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _redacted_streams() -> Iterator[None]:
-    saved = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = _RedactingStream(sys.stdout), _RedactingStream(sys.stderr)
+    with _redacted_stream("stdout"), _redacted_stream("stderr"):
+        yield
+
+
+@contextlib.contextmanager
+def _redacted_stream(name: str) -> Iterator[None]:
+    stream = getattr(sys, name)
+    own = vars(stream).get("write") if hasattr(stream, "__dict__") else None
+    try:
+        # On the stream object itself: ipykernel's stream also forwards what subprocesses and C code
+        # write to the file descriptor through its own ``write``.
+        stream.write = _redacting(stream.write)
+    except AttributeError:  # a stream without instance attributes (a terminal): wrap it instead
+        setattr(sys, name, _RedactingStream(stream))
+        try:
+            yield
+        finally:
+            setattr(sys, name, stream)
+        return
     try:
         yield
     finally:
-        sys.stdout, sys.stderr = saved
+        if own is None:
+            del stream.write
+        else:
+            stream.write = own
+
+
+def _redacting(write: Any) -> Any:
+    def redacted_write(text: Any) -> Any:
+        return write(redact_text(text) if isinstance(text, str) else text)
+
+    return redacted_write
 
 
 @contextlib.contextmanager
 def _redacted_displays(shell: Any, keep: tuple[str, ...]) -> Iterator[None]:
-    publisher = getattr(shell, "display_pub", None)
+    publisher: Any = getattr(shell, "display_pub", None)
     if not callable(getattr(publisher, "register_hook", None)):  # not a kernel: nothing is saved
         yield
         return
@@ -237,11 +268,10 @@ def _redacted_tracebacks(shell: Any) -> Iterator[None]:
 
 def _redact_display(msg: dict[str, Any], keep: tuple[str, ...]) -> dict[str, Any]:
     content = msg.get("content")
-    data = content.get("data") if isinstance(content, dict) else None
-    if isinstance(data, dict):
+    if isinstance(content, dict) and isinstance(content.get("data"), dict):
         redactor = Redactor.from_environ()
         content["data"] = {
             mime: value if mime in keep or not _TEXT_MIME.fullmatch(mime) else redactor.value(value)
-            for mime, value in data.items()
+            for mime, value in content["data"].items()
         }
     return msg

@@ -248,7 +248,10 @@ def test_cancel_between_tool_calls_answers_the_rest_as_not_run():
     answers = result.messages[-1]["content"]
     assert [x["tool_use_id"] for x in answers] == [a.id, b.id]
     assert answers[1]["is_error"] is True and "interrupted" in str(answers[1]["content"])
-    assert [(o.call.id, o.decision) for o in result.outcomes] == [(a.id, "approved"), (b.id, "denied")]
+    assert [(o.call.id, o.decision) for o in result.outcomes] == [
+        (a.id, "approved"),
+        (b.id, "denied"),
+    ]
 
 
 def test_keyboard_interrupt_during_a_tool_keeps_what_finished():

@@ -78,5 +78,7 @@ def _events(content: Iterable[dict[str, Any]]) -> list[ModelEvent]:
         elif block.get("type") == "thinking":
             events.append(ThinkingDelta(block["thinking"]))
         elif block.get("type") == "tool_use":
-            events.append(ToolCallReady(block["id"], block["name"], dict(block["input"])))
+            raw = block["input"]
+            call_input = raw if isinstance(raw, dict) else {"_raw": raw}
+            events.append(ToolCallReady(block["id"], block["name"], call_input))
     return events

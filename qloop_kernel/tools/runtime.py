@@ -287,7 +287,7 @@ class ToolRuntime:
         content = to_content(value, self.max_result_chars)
         if kind == "edited":
             note = f"Note: the user edited the input before approving; what ran was: {json.dumps(as_run)}"
-            content = [{"type": "text", "text": truncate(note, 4000)}, *content]
+            content = [{"type": "text", "text": redact_text(truncate(note, 4000))}, *content]
         return ToolOutcome(call, content, False, kind, as_run, approval_wait_s=waited)
 
     def _denied(self, call: ToolCall, reason: str | None, waited: float) -> ToolOutcome:

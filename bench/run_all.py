@@ -1,0 +1,255 @@
+"""Run every benchmark in bench/ and write the table of docs/benchmarks.md.
+
+Each ``bench/*.py`` runs as its own process, one after the other (they measure time and CPU, so they must
+not share the machine). Their printed figures and exit codes are collected into one table (benchmark,
+command, figure, target, met?); the "Notes" section of the document is kept as it is. A benchmark this
+script has no reader for still gets a row: its last printed line and its exit status.
+
+Run: ``python bench/run_all.py`` (``--only NAME`` to run some and print the table without writing).
+Exits 1 if a benchmark fails or misses its target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.metadata
+import os
+import platform
+import re
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "bench"
+DOC = ROOT / "docs" / "benchmarks.md"
+NOTES = "## Notes"
+NUMBER = r"[\d,]*\.?\d+(?:e[+-]?\d+)?"
+
+
+@dataclass(frozen=True)
+class Figure:
+    """How to read one row of the table from a benchmark's output."""
+
+    script: str
+    label: str
+    patterns: tuple[str, ...]  # all must match stdout; their named groups are the values
+    figure: Callable[[dict[str, float]], str]
+    target: str
+    met: Callable[[dict[str, float]], bool] | None  # None: a figure without a target
+
+
+@dataclass(frozen=True)
+class Run:
+    script: str
+    status: int | None  # None: timed out
+    stdout: str
+    stderr: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    command: str
+    figure: str
+    target: str
+    met: str
+
+
+FIGURES = [
+    Figure(
+        "loop_overhead.py",
+        "loop overhead vs the SDK's tool runner, 50 turns, real SDK streaming against the stand-in "
+        "(separate process), median of 5",
+        (rf"qloop QueryLoop\s+{NUMBER}\s+{NUMBER}\s+(?P<ours>{NUMBER})",
+         rf"SDK tool_runner\s+{NUMBER}\s+{NUMBER}\s+(?P<theirs>{NUMBER})",
+         rf"ratio qloop/SDK: cpu (?P<cpu>{NUMBER}) \(target <= (?P<target>{NUMBER})\), "
+         rf"wall (?P<wall>{NUMBER})"),
+        lambda v: f"client CPU ratio {v['cpu']:.2f} ({v['ours']:.1f} ms vs {v['theirs']:.1f} ms a "
+        f"turn); wall ratio {v['wall']:.2f}",
+        "≤ 1.0",
+        lambda v: v["cpu"] <= v["target"],
+    ),
+    Figure(
+        "cache_ratio.py",
+        "cache-read share of input tokens, turns 2–10 of a 10-turn session",
+        (rf"turns 2-(?P<turns>\d+): (?P<share>{NUMBER})% \(target >= (?P<target>{NUMBER})%\)",
+         rf"(?m)^\s*10\s+\d+\s+\d+\s+\d+\s+(?P<last>{NUMBER})%$"),
+        lambda v: f"{v['share']:.1f} % (turn 10: {v['last']:.1f} %)",
+        "≥ 85 %",
+        lambda v: v["share"] >= v["target"],
+    ),
+    Figure(
+        "inspect_variable.py",
+        "`inspect_variable` on a 1,000,000 × 50 DataFrame, median of 5",
+        (rf"inspect_variable median time\s+(?P<ms>{NUMBER}) ms\s+target <= (?P<max_ms>{NUMBER}) ms",
+         rf"inspect_variable output\s+(?P<chars>{NUMBER}) chars\s+target <= (?P<max_chars>{NUMBER})",
+         rf"repr\(df\).*?chars\s+(?P<repr>{NUMBER})x",
+         rf"to_string\(\).*?chars\s+(?P<to_string>{NUMBER})x"),
+        lambda v: f"{v['ms']:.1f} ms, {v['chars']:,.0f} characters ({v['repr']:.1f}× pandas' "
+        f"truncated repr; {v['to_string']:.0e}× `to_string()`)",
+        "≤ 100 ms, ≤ 8,000 chars",
+        lambda v: v["ms"] <= v["max_ms"] and v["chars"] <= v["max_chars"],
+    ),
+    Figure(
+        "approval_wait.py",
+        "kernel CPU while a cell waits for approval (5 s)",
+        (rf"kernel CPU, cell waiting \({NUMBER} s\)\s+(?P<cpu>{NUMBER}) %\s+<= (?P<target>{NUMBER}) %",),
+        lambda v: f"{v['cpu']:.1f} % of one core",
+        "≤ 2 %",
+        lambda v: v["cpu"] <= v["target"],
+    ),
+    Figure(
+        "approval_wait.py",
+        "click to resume, median of 10",
+        (rf"click to resume, median of \d+\s+(?P<ms>{NUMBER}) ms\s+<= (?P<target>{NUMBER}) ms",
+         rf"click to resume, worst of \d+\s+(?P<worst>{NUMBER}) ms"),
+        lambda v: f"{v['ms']:.1f} ms (worst {v['worst']:.1f} ms)",
+        "≤ 100 ms",
+        lambda v: v["ms"] <= v["target"],
+    ),
+    Figure(
+        "extension_load.py",
+        "kernel start to the first `kernel_info` reply, `--ext=qloop_kernel` vs plain, median ratio "
+        "of 10 alternating pairs",
+        (rf"kernel_info, plain\s+(?P<plain>{NUMBER})ms",
+         rf"kernel_info, --ext=qloop_kernel\s+(?P<qloop>{NUMBER})ms",
+         rf"start ratio .*?: (?P<ratio>{NUMBER}) \(target <= (?P<target>{NUMBER})\)"),
+        lambda v: f"ratio {v['ratio']:.2f} (medians {v['qloop']:,.0f} ms vs {v['plain']:,.0f} ms)",
+        "≤ 1.1",
+        lambda v: v["ratio"] <= v["target"],
+    ),
+    Figure(
+        "extension_load.py",
+        "kernel process CPU until that reply (less sensitive to a busy machine), median of 10",
+        (rf"kernel CPU by kernel_info, plain\s+(?P<plain>{NUMBER})ms",
+         rf"kernel CPU by kernel_info, --ext=qloop_kernel\s+(?P<qloop>{NUMBER})ms"),
+        lambda v: f"{v['qloop']:,.0f} ms vs {v['plain']:,.0f} ms (ratio {v['qloop'] / v['plain']:.2f})",
+        "—",
+        None,
+    ),
+    Figure(
+        "extension_load.py",
+        "`%load_ext qloop_kernel` in a running kernel, median of 10",
+        (rf"%load_ext qloop_kernel in a running kernel\s+(?P<ms>{NUMBER})ms",),
+        lambda v: f"{v['ms']:.1f} ms",
+        "—",
+        None,
+    ),
+]  # fmt: skip
+
+
+def run(script: Path, timeout: float) -> Run:
+    """Run one benchmark in its own process, echoing its output as it comes."""
+    print(f"\n=== python bench/{script.name}", flush=True)
+    started = time.monotonic()
+    try:
+        done = subprocess.run(
+            [sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        return Run(script.name, None, out, f"timed out after {timeout:g} s", timeout)
+    print(done.stdout, end="", flush=True)
+    return Run(script.name, done.returncode, done.stdout, done.stderr, time.monotonic() - started)
+
+
+def read_figure(spec: Figure, result: Run) -> Row:
+    command = f"`python bench/{spec.script}`"
+    values: dict[str, float] = {}
+    for pattern in spec.patterns:
+        match = re.search(pattern, result.stdout, re.DOTALL)
+        if match is None:
+            return Row(
+                spec.label,
+                command,
+                failure(result, "its figure was not found"),
+                spec.target,
+                "**no**",
+            )
+        values.update({k: float(v.replace(",", "")) for k, v in match.groupdict().items()})
+    met = "—" if spec.met is None else ("yes" if spec.met(values) else "**no**")
+    return Row(spec.label, command, spec.figure(values), spec.target, met)
+
+
+def failure(result: Run, why: str) -> str:
+    status = "timed out" if result.status is None else f"exit {result.status}"
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    return f"failed ({status}; {why}){': ' + lines[-1].strip() if lines else ''}"
+
+
+def unknown_benchmark(result: Run) -> Row:
+    """A row for a benchmark without a reader: its last line and exit status."""
+    lines = [line.strip() for line in result.stdout.splitlines() if line.strip()]
+    figure = lines[-1] if result.status == 0 and lines else failure(result, "no output")
+    met = "yes" if result.status == 0 else "**no**"
+    return Row(f"`{result.script}`", f"`python bench/{result.script}`", figure, "exit 0", met)
+
+
+def rows_for(results: list[Run]) -> list[Row]:
+    """Rows in the order of FIGURES, then one row per benchmark without a reader."""
+    by_script = {result.script: result for result in results}
+    rows = [
+        read_figure(spec, by_script[spec.script]) for spec in FIGURES if spec.script in by_script
+    ]
+    known = {spec.script for spec in FIGURES}
+    return rows + [unknown_benchmark(r) for r in results if r.script not in known]
+
+
+def environment() -> str:
+    versions = ", ".join(
+        f"{name} {importlib.metadata.version(name)}"
+        for name in ("anthropic", "ipykernel", "ipython")
+    )
+    return (
+        f"Measured on {datetime.date.today():%Y-%m-%d} on {platform.system()} with "
+        f"{os.cpu_count()} cores, Python {platform.python_version()}, {versions}."
+    )
+
+
+def table(rows: list[Row]) -> str:
+    lines = ["| benchmark | command | figure | target | met? |", "|---|---|---|---|---|"]
+    lines += [f"| {r.label} | {r.command} | {r.figure} | {r.target} | {r.met} |" for r in rows]
+    return "\n".join(lines)
+
+
+def document(rows: list[Row], old: str) -> str:
+    """The benchmarks page: intro, table, and the notes section of ``old`` unchanged."""
+    notes = old[old.index(NOTES) :].rstrip() if NOTES in old else f"{NOTES}\n\n- (none yet)"
+    intro = "# Benchmarks\n\n" + textwrap.fill(
+        "Each benchmark is a script under `bench/` that prints its figures and exits non-zero when its "
+        "target is missed; none is a timed test. `python bench/run_all.py` runs them all, one after "
+        "the other, and rewrites the table below (the notes are kept). Figures are ratios or medians "
+        f"measured side by side in one run. {environment()}",
+        width=105,
+    )
+    return f"{intro}\n\n{table(rows)}\n\n{notes}\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmarks, print the table, write the document; 1 if anything failed or missed."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="run these (e.g. cache_ratio)")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds per benchmark")
+    args = parser.parse_args(argv)
+    scripts = sorted(p for p in BENCH.glob("*.py") if p.name != Path(__file__).name)
+    if args.only:
+        scripts = [p for p in scripts if p.stem in args.only or p.name in args.only]
+    results = [run(script, args.timeout) for script in scripts]
+    rows = rows_for(results)
+    print("\n" + table(rows))
+    if not args.only:
+        DOC.write_text(document(rows, DOC.read_text() if DOC.exists() else ""))
+        print(f"\nwrote {DOC.relative_to(ROOT)}")
+    failed = any(r.status != 0 for r in results) or any(row.met not in ("yes", "—") for row in rows)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
