@@ -68,6 +68,28 @@ class Settings(BaseModel):
             return None
 
 
+def answers_every_tool_call(messages: list[Message]) -> bool:
+    """Whether each assistant tool_use is answered by a tool_result in the next message."""
+    for index, message in enumerate(messages):
+        content = message.get("content")
+        if message.get("role") != "assistant" or not isinstance(content, list):
+            continue
+        asked = {
+            b.get("id") for b in content if isinstance(b, dict) and b.get("type") == "tool_use"
+        }
+        if not asked:
+            continue
+        reply = messages[index + 1].get("content") if index + 1 < len(messages) else None
+        answered = {
+            b.get("tool_use_id")
+            for b in (reply if isinstance(reply, list) else [])
+            if isinstance(b, dict) and b.get("type") == "tool_result"
+        }
+        if not asked <= answered:
+            return False
+    return True
+
+
 class RecordStore(Protocol):
     """Where records go: the notebook (comm + output mirror) in a kernel, a list in tests."""
 
@@ -177,14 +199,19 @@ class ConversationManager:
         self._save(record)
         return result, record
 
-    def adopt(self, record: CellRecord) -> None:
+    def adopt(self, record: CellRecord) -> bool:
         """Take a replayed record's messages into the shared conversation (no model call made).
 
         They are redacted again: the record may come from a kernel whose environment had other secrets.
+        A record whose tool calls are not all answered would make the next request fail: it is left out,
+        and False says so.
         """
+        if not answers_every_tool_call(record.messages):
+            return False
         self.messages.extend(redact(record.messages))
         if record.cell_id:
             self.records[record.cell_id] = record
+        return True
 
     def _account(self, result: TurnResult) -> None:
         totals = self.totals

@@ -91,6 +91,7 @@ class TurnDisplay(TurnObserver):
             self._thinking += event.text
             self._refresh_thinking()
         elif isinstance(event, RetryNotice):
+            self._discard_partial()
             line(
                 f"retrying in {event.delay_s:.1f} s (attempt {event.attempt}): {event.reason}",
                 "warn",
@@ -158,6 +159,15 @@ class TurnDisplay(TurnObserver):
             self._thinking_handle = display(view, display_id=True)
         else:
             self._thinking_handle.update(view)
+
+    def _discard_partial(self) -> None:
+        """A failed attempt's streamed text is not part of the answer: blank it before the retry."""
+        if self._text_handle is not None:
+            self._text_handle.update(Markdown(""))
+        if self._thinking_handle is not None:
+            self._thinking_handle.update(HTML(""))
+        self._text, self._text_handle = "", None
+        self._thinking, self._thinking_handle = "", None
 
     def _end_segment(self) -> None:
         if self._text:

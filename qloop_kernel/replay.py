@@ -46,7 +46,9 @@ def replay(agent: KernelAgent, record: CellRecord, settings: Settings, cell: Cel
                 f"replay stopped at step {index} of {len(steps)}: {first}. The saved record is "
                 "unchanged; re-run the cell with --fresh to ask the model again"
             ) from None
-    agent.manager.adopt(record)
+    if not agent.manager.adopt(record):
+        line("the saved conversation has unanswered tool calls; later agent cells will not see "
+             "this turn", "warn")  # fmt: skip
     if record.answer:
         display(Markdown(record.answer))
     line("replay complete", "ok")

@@ -348,3 +348,27 @@ def test_a_tampered_saved_cell_runs_nothing(lab: LabKernel, api: StandInAPI) -> 
     assert "changed after it was written" in lab.stderr(again)
     assert lab.run("print('t' in dir())").strip() == "False"
     assert api.requests == []
+
+
+def test_text_of_a_failed_attempt_is_blanked_before_the_retry(
+    lab: LabKernel, api: StandInAPI
+) -> None:
+    from qloop_kernel.testing import DropConnection
+
+    api.set_script(
+        [
+            Reply([text("partial words " * 30)], stream_fault=DropConnection(after_events=6)),
+            Reply([text("the whole answer")]),
+        ]
+    )
+    agent = lab.execute("%%agent\nAnswer.", cell_id="retry")
+    assert lab.complete(agent, 60)["content"]["status"] == "ok"
+    latest: dict[str, str] = {}
+    for message in lab.messages(agent, "display_data", "update_display_data"):
+        display_id = message["content"].get("transient", {}).get("display_id")
+        markdown = message["content"]["data"].get("text/markdown")
+        if display_id and markdown is not None and MIME_TYPE not in message["content"]["data"]:
+            latest[display_id] = markdown
+    shown = [text for text in latest.values() if text]
+    assert shown == ["the whole answer"]
+    assert "retrying" in lab.text(agent)

@@ -152,3 +152,19 @@ def test_digest_survives_a_browser_saving_whole_floats_as_ints():
     saved["settings"]["max_cost"] = 1  # what JSON.stringify writes for 1.0
     saved["settings"]["timeout"] = 30
     assert load_record(saved).settings["max_cost"] == 1
+
+
+def test_a_record_with_unanswered_tool_calls_is_not_adopted():
+    manager = ConversationManager()
+    _, record = manager.run_turn(
+        "hi", model=ScriptedModel([respond(text("hello"))]), runtime=make_runtime(),
+        settings=Settings(), cell_id="c1",
+    )  # fmt: skip
+    fresh = ConversationManager()
+    assert fresh.adopt(record) is True and len(fresh.messages) == 2
+    broken = record.model_copy(update={"messages": [
+        *record.messages,
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "x", "input": {}}]},
+    ]})  # fmt: skip
+    other = ConversationManager()
+    assert other.adopt(broken) is False and other.messages == []
