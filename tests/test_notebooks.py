@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
+import json
 from pathlib import Path
 
 import nbformat
@@ -167,3 +168,15 @@ def test_qloop_run_exits_non_zero_when_a_cell_fails(tmp_path: Path, capsys) -> N
     assert "a cell failed" in err and "ZeroDivisionError" in err
     assert "[1/2] ok" in err
     assert nbformat.read(out, as_version=4).cells[1].outputs[0]["ename"] == "ZeroDivisionError"
+
+
+def test_the_shipped_demo_replays_offline(monkeypatch) -> None:
+    demo = Path(__file__).parent.parent / "notebooks" / "demo.ipynb"
+    nb = nbformat.read(demo, as_version=4)
+    with StandInAPI() as api:
+        env = api.environment()
+        env["ANTHROPIC_API_KEY"] = ""
+        run(nb, env, monkeypatch)
+        assert api.requests == []
+    outputs = json.dumps([cell.get("outputs", []) for cell in nb.cells])
+    assert "image/png" in outputs and "replay complete" in outputs
