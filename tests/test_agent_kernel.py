@@ -10,6 +10,7 @@ import pytest
 
 from qloop_kernel.record import MIME_TYPE
 from qloop_kernel.testing import Reply, StandInAPI, text, tool_use
+from tests.agent_outputs import result_text, saved_record, tool_results
 from tests.kernel_client import LabKernel
 
 pytestmark = pytest.mark.kernel
@@ -27,25 +28,6 @@ def lab(api: StandInAPI) -> Iterator[LabKernel]:
     with LabKernel(api.environment()) as kernel:
         kernel.run("%load_ext qloop_kernel")
         yield kernel
-
-
-def tool_results(request) -> list[dict]:
-    return [b for b in request.body["messages"][-1]["content"] if b.get("type") == "tool_result"]
-
-
-def result_text(block: dict) -> str:
-    content = block["content"]
-    return content if isinstance(content, str) else "".join(c.get("text", "") for c in content)
-
-
-def saved_record(lab: LabKernel, msg_id: str) -> dict:
-    bundles = [
-        m["content"]["data"][MIME_TYPE]
-        for m in lab.messages(msg_id, "display_data", "update_display_data")
-        if MIME_TYPE in m["content"]["data"]
-    ]
-    assert bundles, "no transcript mirror in the cell's outputs"
-    return bundles[-1]
 
 
 def double_x_script() -> list[Reply]:

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from qloop_kernel.record import MIME_TYPE
 from qloop_kernel.testing import (
     DropConnection,
     EarlyClose,
@@ -30,6 +29,7 @@ from qloop_kernel.testing import (
     tool_use,
 )
 from qloop_kernel.testing.script import ScriptItem
+from tests.agent_outputs import saved_record
 from tests.kernel_client import LabKernel
 
 pytestmark = pytest.mark.kernel
@@ -124,16 +124,6 @@ def lab(api: StandInAPI) -> Iterator[LabKernel]:
     with LabKernel(api.environment()) as kernel:
         kernel.run("%load_ext qloop_kernel")
         yield kernel
-
-
-def saved_record(lab: LabKernel, msg_id: str) -> dict:
-    bundles = [
-        m["content"]["data"][MIME_TYPE]
-        for m in lab.messages(msg_id, "display_data", "update_display_data")
-        if MIME_TYPE in m["content"]["data"]
-    ]
-    assert bundles, "no transcript mirror in the cell's outputs"
-    return bundles[-1]
 
 
 def shown_markdown(lab: LabKernel, msg_id: str) -> str:
