@@ -55,8 +55,7 @@ def _set(magics: Any, args: list[str]) -> None:
     manager = magics.agent.manager
     empty = value.lower() in ("none", "off", "")
     try:
-        manager.settings = manager.settings.model_copy(update={name: None if empty else value})
-        manager.settings = type(manager.settings).model_validate(manager.settings.model_dump())
+        manager.settings = manager.settings.updated(**{name: None if empty else value})
     except ValidationError as exc:
         raise UsageError(f"%agent set {name}: {exc.errors(include_url=False)[0]['msg']}") from None
     print(f"{name} = {getattr(manager.settings, name)}")
@@ -70,7 +69,7 @@ def _price(magics: Any, args: list[str]) -> None:
     except ValueError as exc:
         raise UsageError(f"%agent price: {exc}") from None
     manager = magics.agent.manager
-    manager.settings = manager.settings.model_copy(update={"price": (price.input, price.output)})
+    manager.settings = manager.settings.updated(price=(price.input, price.output))
     print(f"price: ${price.input}/M input, ${price.output}/M output tokens")
 
 

@@ -47,6 +47,10 @@ class Settings(BaseModel):
     max_output_tokens: int = Field(8192, ge=256)
     price: tuple[float, float] | None = None  # USD per million input, output tokens
 
+    def updated(self, **changes: Any) -> Settings:
+        """A copy with ``changes`` applied and validated (raises pydantic's ValidationError)."""
+        return type(self).model_validate({**self.model_dump(), **changes})
+
     def limits(self) -> Limits:
         return Limits(
             max_turns=self.max_turns,

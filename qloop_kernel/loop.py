@@ -6,13 +6,13 @@ This module imports neither IPython, ipywidgets nor anthropic.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .context import estimate_tokens
 from .messages import (
     Block,
     BudgetExceeded,
@@ -204,8 +204,7 @@ class QueryLoop:
         """A rough size of the next request (4 characters a token) for the first budget check."""
         if turn.model_calls:
             return 0
-        text = json.dumps(turn.messages, default=str) + self.system
-        return len(text) // 4
+        return estimate_tokens(turn.messages) + estimate_tokens(self.system)
 
     def _active_time(self, turn: _Turn) -> float:
         return self.clock() - turn.started - turn.approval_wait_s

@@ -159,16 +159,12 @@ class AgentMagics(Magics):
             raise UsageError(
                 "%%agent: the task is empty: write what the agent should do in the cell"
             )
+        # Option names are Settings field names; options not given keep the session's settings.
         overrides = {
-            "approve": args.approve, "max_turns": args.max_turns, "max_cost": args.max_cost,
-            "max_tokens": args.max_tokens, "timeout": args.timeout, "model": args.model,
-            "code_timeout": args.code_timeout,
-        }  # fmt: skip
+            k: v for k, v in vars(args).items() if v is not None and k not in ("fresh", "new")
+        }
         try:
-            settings = self.agent.manager.settings.model_copy(
-                update={k: v for k, v in overrides.items() if v is not None}
-            )
-            settings = type(settings).model_validate(settings.model_dump())
+            settings = self.agent.manager.settings.updated(**overrides)
         except ValidationError as exc:
             raise UsageError(f"%%agent: {_first_error(exc)}") from None
         self.agent.run_cell(prompt, CellOptions(settings=settings, fresh=args.fresh, new=args.new))

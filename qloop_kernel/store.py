@@ -26,7 +26,6 @@ class _Bridge:
     def __init__(self) -> None:
         self._comm: Any = None
         self._ids = itertools.count(1)
-        self.acks: list[dict[str, Any]] = []
 
     def send(self, payload: dict[str, Any]) -> None:
         payload = {**payload, "request_id": f"r{next(self._ids)}"}
@@ -47,7 +46,6 @@ class _Bridge:
 
     def _on_msg(self, msg: dict[str, Any]) -> None:
         data = msg.get("content", {}).get("data", {})
-        self.acks.append(data)
         if isinstance(data, dict) and data.get("ok") is False:
             # Every notebook view on this kernel answers; only the one holding the cell saves it.
             log.info("a frontend did not save the record: %s", data.get("error"))

@@ -45,3 +45,34 @@ def test_leading_options_are_split_from_a_verbatim_prompt():
     assert split_options("--timeout=5 plot it") == (["--timeout=5"], "plot it")
     with pytest.raises(UsageError, match="invalid choice"):
         _parser().parse_args(["--approve", "yes"])
+
+
+def test_settings_updates_are_validated():
+    from pydantic import ValidationError
+
+    from qloop_kernel.conversation import Settings
+
+    assert Settings().updated(max_turns="5", approve="auto").max_turns == 5
+    with pytest.raises(ValidationError):
+        Settings().updated(max_cost=-1)
+
+
+def test_agent_set_price_and_allow_change_the_session(monkeypatch, capsys):
+    from IPython.core.interactiveshell import InteractiveShell
+
+    monkeypatch.delenv("QLOOP_APPROVAL", raising=False)
+    shell = InteractiveShell.instance()
+    shell.extension_manager.load_extension("qloop_kernel")
+    try:
+        shell.run_line_magic("agent", "set max_turns 4")
+        shell.run_line_magic("agent", "price 2 8")
+        shell.run_line_magic("agent", "allow run_code")
+        with pytest.raises(UsageError, match="max_turns"):
+            shell.run_line_magic("agent", "set max_turns zero")
+        manager = shell.magics_manager.registry["AgentMagics"].agent.manager
+        assert manager.settings.max_turns == 4 and manager.settings.price == (2.0, 8.0)
+        assert manager.always_allowed == {"run_code"}
+        assert "max_turns = 4" in capsys.readouterr().out
+    finally:
+        shell.extension_manager.unload_extension("qloop_kernel")
+        InteractiveShell.clear_instance()
