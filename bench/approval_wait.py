@@ -25,7 +25,7 @@ from tests.kernel_client import LabKernel  # noqa: E402
 CPU_TARGET_PERCENT = 2.0
 LATENCY_TARGET_MS = 100.0
 
-SETUP = "import ipywidgets as widgets\nfrom qloop_kernel.pump import wait_until\n"
+SETUP = "import ipywidgets as widgets\nfrom qloop_kernel.notebook.pump import wait_until\n"
 WAITING_CELL = """
 clicked = []
 button = widgets.Button(description={label!r})

@@ -26,7 +26,7 @@ from typing import Any, cast
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import KernelManager
 
-from qloop_kernel.kernelspec import kernel_json
+from qloop_kernel.headless.kernelspec import kernel_json
 
 RATIO_TARGET = 1.1
 PLAIN, QLOOP = "bench-plain", "bench-qloop"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import nbformat
 
-from qloop_kernel.runner import AgentNotebookClient
+from qloop_kernel.headless.runner import AgentNotebookClient
 from qloop_kernel.testing import Reply, StandInAPI, text, tool_use
 
 HERE = Path(__file__).parent

@@ -14,7 +14,7 @@ __all__ = ["__version__", "load_ipython_extension", "tool", "unload_ipython_exte
 
 def load_ipython_extension(ipython: Any) -> None:
     """Register the agent magics on an IPython shell."""
-    from .magic import AgentMagics
+    from .notebook.magic import AgentMagics
 
     ipython.register_magics(AgentMagics(ipython))
 

@@ -11,15 +11,21 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from .context import ContextPolicy
-from .loop import CancelToken, Limits, ModelClient, QueryLoop, TurnObserver
-from .messages import Message, ModelEvent, ModelResponse, ToolCall, ToolOutcome, TurnResult, Usage
-from .permissions import Policy
-from .pricing import Price, UnknownModelPrice, price_for
-from .record import CellRecord, TurnProgress, build_record, now_iso
+from .loop import CancelToken, ModelClient, QueryLoop, TurnObserver
+from .messages import (
+    Message,
+    ModelEvent,
+    ModelResponse,
+    ToolCall,
+    ToolOutcome,
+    TurnResult,
+    Usage,
+    now_iso,
+)
+from .records import CellRecord, TurnProgress, build_record
 from .redact import redact, redact_text
+from .settings import Settings
 from .tools.runtime import ToolRuntime
 
 SYSTEM_PROMPT = """\
@@ -30,46 +36,6 @@ persist; plots show inline), notebook_history to see what the user ran. Prefer s
 steps; every step that changes something is shown to the user, who may edit or deny it. When a call is \
 denied, respect the reason. Never print secrets such as API keys. Finish with a short answer in Markdown \
 that says what you did and what you found."""
-
-
-class Settings(BaseModel):
-    """User settings; a cell's options override them for one turn."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-    model: str = ""
-    approve: Policy | None = None  # None: "ask" when a frontend can click, else "readonly"
-    max_turns: int = Field(20, ge=1)
-    max_cost: float | None = Field(None, gt=0)
-    max_tokens: int | None = Field(None, gt=0)
-    timeout: float | None = Field(None, gt=0)
-    code_timeout: float | None = Field(None, gt=0)  # per run_code call
-    max_output_tokens: int = Field(8192, ge=256)
-    price: tuple[float, float] | None = None  # USD per million input, output tokens
-
-    def updated(self, **changes: Any) -> Settings:
-        """A copy with ``changes`` applied and validated (raises pydantic's ValidationError)."""
-        return type(self).model_validate({**self.model_dump(), **changes})
-
-    def limits(self) -> Limits:
-        return Limits(
-            max_turns=self.max_turns,
-            max_tokens=self.max_tokens,
-            max_cost_usd=self.max_cost,
-            timeout_s=self.timeout,
-            max_output_tokens=self.max_output_tokens,
-        )
-
-    def resolved_price(self, model: str) -> Price | None:
-        """The price to count cost with; None if unknown and no USD budget needs it."""
-        if self.price is not None:
-            return Price.from_input_output(*self.price)
-        try:
-            return price_for(model)
-        except UnknownModelPrice:
-            if self.max_cost is not None:
-                raise
-            return None
 
 
 def answers_every_tool_call(messages: list[Message]) -> bool:

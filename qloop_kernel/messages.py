@@ -7,7 +7,11 @@ so they can be sent, saved and replayed without translation. Everything else her
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Literal, TypeAlias
+
+from .errors import ModelError as ModelError  # re-exported: the loop's model-failure type
+from .errors import ModelTimeout as ModelTimeout
 
 Message: TypeAlias = dict[str, Any]
 Block: TypeAlias = dict[str, Any]
@@ -115,12 +119,6 @@ class ModelResponse:
     model: str
 
 
-class ModelError(Exception):
-    """A model call failed for good (after any retries): the turn ends with status ``error``."""
-
-
-class ModelTimeout(ModelError):
-    """The model call ran past the turn's deadline."""
 
 
 # --- Tool calls ----------------------------------------------------------------------------------
@@ -254,3 +252,8 @@ class TurnResult:
     @property
     def status(self) -> TurnStatus:
         return self.stop.status
+
+
+def now_iso() -> str:
+    """The current UTC time as ISO 8601 with milliseconds (records and decisions use this one clock)."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
+from .errors import UnknownModelPrice as UnknownModelPrice
 from .messages import Usage
 
 _DATED_SUFFIX = re.compile(r"-\d{8}$")
@@ -34,10 +35,6 @@ class Price:
             + usage.cache_creation_input_tokens * self.cache_write
             + usage.cache_read_input_tokens * self.cache_read
         ) / 1_000_000
-
-
-class UnknownModelPrice(LookupError):
-    """No price is known for a model and none was given."""
 
 
 @cache

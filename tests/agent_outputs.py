@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from qloop_kernel.record import MIME_TYPE
+from qloop_kernel.records import MIME_TYPE
 from tests.kernel_client import LabKernel
 
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from qloop_kernel.record import MIME_TYPE
+from qloop_kernel.records import MIME_TYPE
 from qloop_kernel.testing import Reply, StandInAPI, text, tool_use
 from tests.agent_outputs import result_text, saved_record, tool_results
 from tests.kernel_client import LabKernel
@@ -287,7 +287,7 @@ def test_one_line_prompt_and_kernel_spec(lab: LabKernel, api: StandInAPI, tmp_pa
     assert "fresh conversation" in lab.run("%agent reset")
     from jupyter_client.kernelspec import KernelSpecManager
 
-    from qloop_kernel.kernelspec import install
+    from qloop_kernel.headless.kernelspec import install
 
     install(prefix=str(tmp_path))
     manager = KernelSpecManager(kernel_dirs=[str(tmp_path / "share" / "jupyter" / "kernels")])

@@ -27,16 +27,16 @@ from traitlets.config import Config
 from qloop_kernel.loop import Limits, QueryLoop
 from qloop_kernel.messages import ToolCall, ToolOutcome
 from qloop_kernel.permissions import ApprovalRequest, Approve, Decision, Deny
-from qloop_kernel.record import (
+from qloop_kernel.records import (
     CellRecord,
     DecisionRecord,
     Timings,
     ToolCallRecord,
 )
-from qloop_kernel.runner import AgentNotebookClient
+from qloop_kernel.headless.runner import AgentNotebookClient
 from qloop_kernel.testing import StandInAPI, text
 from qloop_kernel.testing.scripted import ScriptedModel, respond
-from qloop_kernel.tools.builtin import builtin_tools
+from qloop_kernel.notebook.tools import builtin_tools
 from qloop_kernel.tools.runtime import MAX_RESULT_CHARS, TRUNCATION_MARKER, Tool, ToolRuntime
 
 HARMLESS = re.compile(r"fuzz_[a-h]{1,8} = -?\d{1,12}")

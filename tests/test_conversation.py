@@ -8,10 +8,11 @@ import json
 import pytest
 
 from qloop_kernel.context import ContextPolicy
-from qloop_kernel.conversation import ConversationManager, Settings
+from qloop_kernel.conversation import ConversationManager
+from qloop_kernel.settings import Settings
 from qloop_kernel.permissions import AutoApprover
 from qloop_kernel.pricing import UnknownModelPrice, parse_price, price_for, prices_as_of
-from qloop_kernel.record import RecordError, load_record
+from qloop_kernel.records import RecordError, load_record
 from qloop_kernel.testing.script import text, tool_use
 from qloop_kernel.testing.scripted import ScriptedModel, respond
 from qloop_kernel.tools.runtime import Tool, ToolRuntime

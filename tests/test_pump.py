@@ -13,8 +13,8 @@ import uuid
 
 import pytest
 
-from qloop_kernel import pump
-from qloop_kernel.pump import PumpUnavailable, ShellPump, ThreadWaiter, check_supported, wait_until
+from qloop_kernel.notebook import pump
+from qloop_kernel.notebook.pump import PumpUnavailable, ShellPump, ThreadWaiter, check_supported, wait_until
 from tests.kernel_client import LabKernel
 
 STILL_WAITING = 0.3
@@ -22,7 +22,7 @@ STILL_WAITING = 0.3
 
 WAITING_CELL = """
 import ipywidgets as widgets
-from qloop_kernel.pump import wait_until
+from qloop_kernel.notebook.pump import wait_until
 clicked = []
 button = widgets.Button(description={label!r})
 button.on_click(lambda _: clicked.append({label!r}))
@@ -106,7 +106,7 @@ def test_queued_requests_wait_for_the_cell_and_keep_their_order(kernel: LabKerne
 @pytest.mark.kernel
 def test_wait_times_out_and_releases_queued_cells(kernel: LabKernel) -> None:
     cell = kernel.execute(
-        "import time\nfrom qloop_kernel.pump import wait_until\n"
+        "import time\nfrom qloop_kernel.notebook.pump import wait_until\n"
         "start = time.monotonic()\n"
         "print(wait_until(lambda: False, timeout=0.3), time.monotonic() - start)"
     )
@@ -124,7 +124,7 @@ def test_comms_opened_and_closed_by_the_frontend_are_handled_during_the_wait(
 ) -> None:
     target = unique("qloop-test").replace(" ", "-")
     cell = kernel.execute(
-        "from qloop_kernel.pump import wait_until\n"
+        "from qloop_kernel.notebook.pump import wait_until\n"
         "events = []\n"
         "def opened(comm, msg):\n"
         "    events.append(('open', msg['content']['data']))\n"
@@ -148,7 +148,7 @@ def test_comms_opened_and_closed_by_the_frontend_are_handled_during_the_wait(
 def test_wake_from_a_worker_thread_ends_the_wait_at_once(kernel: LabKernel) -> None:
     out = kernel.run(
         "import queue, threading, time\n"
-        "from qloop_kernel.pump import POLL_INTERVAL, ShellPump, wait_until, wake\n"
+        "from qloop_kernel.notebook.pump import POLL_INTERVAL, ShellPump, wait_until, wake\n"
         "pump = ShellPump.current()\n"
         "pump.poll_interval = 30.0  # only wake() can end a wait promptly\n"
         "events = queue.Queue()\n"
@@ -176,7 +176,7 @@ def test_stop_button_works_while_a_worker_streams_events(kernel: LabKernel) -> N
     cell = kernel.execute(
         "import queue, threading, time\n"
         "import ipywidgets as widgets\n"
-        "from qloop_kernel.pump import wait_until, wake\n"
+        "from qloop_kernel.notebook.pump import wait_until, wake\n"
         "events, stop = queue.Queue(), threading.Event()\n"
         "def stream():\n"
         "    while not stop.is_set():\n"
@@ -212,7 +212,7 @@ def test_nested_wait_in_a_widget_callback(kernel: LabKernel) -> None:
     outer_label, inner_label = unique("Outer"), unique("Inner")
     cell = kernel.execute(
         "import ipywidgets as widgets\n"
-        "from qloop_kernel.pump import wait_until\n"
+        "from qloop_kernel.notebook.pump import wait_until\n"
         "log = []\n"
         f"outer = widgets.Button(description={outer_label!r})\n"
         f"inner = widgets.Button(description={inner_label!r})\n"
@@ -244,7 +244,7 @@ def test_nested_wait_in_a_widget_callback(kernel: LabKernel) -> None:
 def test_pump_facts_in_a_kernel(kernel: LabKernel) -> None:
     out = kernel.run(
         "import threading\n"
-        "from qloop_kernel.pump import ShellPump, ThreadWaiter, check_supported, waiter\n"
+        "from qloop_kernel.notebook.pump import ShellPump, ThreadWaiter, check_supported, waiter\n"
         "check_supported()\n"
         "pump = ShellPump.current()\n"
         "found = {}\n"
@@ -271,7 +271,7 @@ def test_pump_facts_in_a_kernel(kernel: LabKernel) -> None:
 def test_interrupt_while_waiting(fresh_kernel: LabKernel) -> None:
     kernel = fresh_kernel
     kernel.run(
-        "from qloop_kernel.pump import ShellPump\n"
+        "from qloop_kernel.notebook.pump import ShellPump\n"
         "pump = ShellPump.current()\n"
         "original = pump._stream._recv_callback"
     )

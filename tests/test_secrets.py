@@ -18,15 +18,16 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
-from qloop_kernel.conversation import ConversationManager, Settings
+from qloop_kernel.conversation import ConversationManager
+from qloop_kernel.settings import Settings
 from qloop_kernel.messages import ToolCall
 from qloop_kernel.permissions import AutoApprover
-from qloop_kernel.record import CellRecord, Timings, load_record
+from qloop_kernel.records import CellRecord, Timings, load_record
 from qloop_kernel.redact import MIN_FRAGMENT, REDACTED, redact, redact_text, redacted_output
-from qloop_kernel.runner import AgentNotebookClient
+from qloop_kernel.headless.runner import AgentNotebookClient
 from qloop_kernel.testing import Reply, StandInAPI, text, tool_use
 from qloop_kernel.testing.scripted import ScriptedModel, respond
-from qloop_kernel.tools.builtin import builtin_tools
+from qloop_kernel.notebook.tools import builtin_tools
 from qloop_kernel.tools.runtime import ToolRuntime
 from tests.kernel_client import LabKernel
 

@@ -6,7 +6,7 @@ import pytest
 from IPython.core.error import UsageError
 from traitlets.config import Config
 
-from qloop_kernel.magic import QloopAgent, _parser, base_settings, split_options
+from qloop_kernel.notebook.magic import QloopAgent, _parser, base_settings, split_options
 
 
 def test_traitlets_config_sets_defaults(monkeypatch):
@@ -50,7 +50,7 @@ def test_leading_options_are_split_from_a_verbatim_prompt():
 def test_settings_updates_are_validated():
     from pydantic import ValidationError
 
-    from qloop_kernel.conversation import Settings
+    from qloop_kernel.settings import Settings
 
     assert Settings().updated(max_turns="5", approve="auto").max_turns == 5
     with pytest.raises(ValidationError):

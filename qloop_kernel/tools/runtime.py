@@ -14,12 +14,12 @@ import time
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from ..messages import Block, DecisionKind, ToolCall, ToolOutcome
+from ..errors import ToolFailure, ToolInputError
+from ..messages import Block, DecisionKind, ToolCall, ToolOutcome, now_iso
 from ..permissions import (
     AlwaysAllow,
     ApprovalRequest,
@@ -38,12 +38,6 @@ TRUNCATION_MARKER = "\n[... {omitted:,} characters omitted: output was longer th
 _ARG_LINE = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.+)$")
 
 
-class ToolInputError(Exception):
-    """Raised by a tool for input that passed the schema but cannot be used (told to the model)."""
-
-
-class ToolFailure(Exception):
-    """Raised by a tool whose work failed, with the full report for the model as the message."""
 
 
 @dataclass
@@ -224,7 +218,7 @@ class ToolRuntime:
         started = self.clock()
         outcome = self._run(call)
         outcome.duration_s = self.clock() - started - outcome.approval_wait_s
-        outcome.decided_at = outcome.decided_at or _now()
+        outcome.decided_at = outcome.decided_at or now_iso()
         self._log(outcome)
         return outcome
 
@@ -333,7 +327,3 @@ class ToolRuntime:
             outcome.duration_s,
             "error" if outcome.is_error else "ok",
         )
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")

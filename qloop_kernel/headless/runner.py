@@ -12,8 +12,8 @@ from typing import Any, TextIO
 
 from nbclient import NotebookClient
 
-from .record import METADATA_KEY, MIME_TYPE, RecordError, load_record
-from .transcript import usage_line
+from ..records import METADATA_KEY, MIME_TYPE, RecordError, load_record
+from ..records.text import usage_line
 
 
 def mirrored_record(cell: Any) -> dict[str, Any] | None:

@@ -10,13 +10,13 @@ import base64
 import hashlib
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .messages import ToolOutcome, TurnResult, Usage
-from .redact import redact
+from ..errors import RecordError
+from ..messages import ToolOutcome, TurnResult, Usage, now_iso
+from ..redact import redact
 
 SCHEMA_VERSION = 1
 METADATA_KEY = "qloop"
@@ -34,10 +34,6 @@ Status = Literal[
     "refused",
     "error",
 ]
-
-
-class RecordError(ValueError):
-    """A saved record cannot be used: the message says why and what to do."""
 
 
 class _Strict(BaseModel):
@@ -175,10 +171,6 @@ def load_record(data: object) -> CellRecord:
             "runs. Re-run the cell with --fresh to make a new record"
         )
     return record
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
 def usage_record(usage: Usage) -> UsageRecord:

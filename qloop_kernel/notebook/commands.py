@@ -11,21 +11,24 @@ from typing import Any
 from IPython.core.error import UsageError
 from pydantic import ValidationError
 
-SETTABLE = (
-    "model",
-    "approve",
-    "max_turns",
-    "max_cost",
-    "max_tokens",
-    "timeout",
-    "max_output_tokens",
-)
+HELP = """\
+%%agent [options]            the cell body is the task; the turn runs against this kernel
+%agent [options] TASK        a one-line task
+%agent status                session: turns, tokens, cost, settings
+%agent set NAME VALUE        change a setting ({settable})
+%agent price IN OUT          USD per million input/output tokens for a model without a known price
+%agent allow TOOL            run TOOL without asking for the rest of the session
+%agent reset                 start a fresh conversation
+%agent key                   type the API key for this kernel (not shown, never saved)
+options: --approve {{{policies}}} --max-turns N --max-cost USD --max-tokens N
+         --timeout SECONDS --code-timeout SECONDS --model NAME --new (fresh conversation) --fresh (ignore the saved record)"""
 
 
 def _help(magics: Any, args: list[str]) -> None:
-    from .magic import HELP
+    from ..permissions import POLICIES
+    from ..settings import SETTABLE
 
-    print(HELP)
+    print(HELP.format(settable=", ".join(SETTABLE), policies=",".join(POLICIES)))
 
 
 def _status(magics: Any, args: list[str]) -> None:
@@ -49,6 +52,8 @@ def _status(magics: Any, args: list[str]) -> None:
 
 
 def _set(magics: Any, args: list[str]) -> None:
+    from ..settings import SETTABLE
+
     if len(args) != 2 or args[0] not in SETTABLE:
         raise UsageError(f"usage: %agent set NAME VALUE, NAME one of {', '.join(SETTABLE)}")
     name, value = args
@@ -62,7 +67,7 @@ def _set(magics: Any, args: list[str]) -> None:
 
 
 def _price(magics: Any, args: list[str]) -> None:
-    from .pricing import parse_price
+    from ..pricing import parse_price
 
     try:
         price = parse_price(" ".join(args))

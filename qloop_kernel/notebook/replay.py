@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING
 
 from IPython.display import Markdown, display
 
-from .agent import AgentError, CellContext, store_for
-from .conversation import Settings
-from .messages import ToolCall
-from .permissions import ApprovalRequest, Deny, policy_approver
-from .record import CellRecord
-from .tools.code import CodeRunner
-from .tools.runtime import ToolFailure
-from .transcript import usage_line
+from ..messages import ToolCall
+from ..permissions import ApprovalRequest, Deny, policy_approver
+from ..records import CellRecord
+from ..records.text import usage_line
+from ..settings import Settings
+from ..tools.runtime import ToolFailure
+from .cell import AgentError, CellContext, store_for
+from .code import CodeRunner
 
 if TYPE_CHECKING:
     from .agent import KernelAgent

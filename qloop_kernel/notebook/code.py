@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..messages import Block
-from .runtime import ToolFailure, format_exception, strip_ansi, truncate
+from ..tools.runtime import ToolFailure, format_exception, strip_ansi, truncate
 
 MAX_IMAGES = 4
 MAX_IMAGE_BASE64 = 2_000_000  # about 1.5 MB of PNG

@@ -13,8 +13,8 @@ from typing import Any
 
 from IPython.display import display
 
-from .record import MIME_TYPE, CellRecord
-from .transcript import summary_line, to_markdown
+from ..records import MIME_TYPE, CellRecord
+from ..records.text import summary_line, to_markdown
 
 log = logging.getLogger("qloop.store")
 COMM_TARGET = "qloop"

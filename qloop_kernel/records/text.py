@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from .record import CellRecord
+from .schema import CellRecord
 
 
 def usage_line(record: CellRecord) -> str:

@@ -12,8 +12,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .loop import CancelToken, ModelClient
-from .messages import ModelEvent, ModelRequest, ModelResponse
+from ..loop import CancelToken, ModelClient
+from ..messages import ModelEvent, ModelRequest, ModelResponse
 from .pump import wait_until, wake
 
 _DONE = object()

@@ -12,8 +12,8 @@ from typing import Any
 
 from IPython.display import HTML, Markdown, display
 
-from .loop import CancelToken, TurnObserver
-from .messages import (
+from ..loop import CancelToken, TurnObserver
+from ..messages import (
     ModelEvent,
     ModelResponse,
     RetryNotice,

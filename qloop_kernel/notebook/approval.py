@@ -14,7 +14,7 @@ from typing import Any
 import ipywidgets as widgets
 from IPython.display import display
 
-from .permissions import AlwaysAllow, ApprovalRequest, Approve, ApproveEdited, Decision, Deny
+from ..permissions import AlwaysAllow, ApprovalRequest, Approve, ApproveEdited, Decision, Deny
 from .pump import wait_until, wake
 
 

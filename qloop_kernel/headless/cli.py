@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from .permissions import POLICIES
+from ..permissions import POLICIES
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -40,7 +40,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _first_line(exc: BaseException) -> str:
-    from .tools.runtime import strip_ansi
+    from ..tools.runtime import strip_ansi
 
     lines = [line for line in strip_ansi(str(exc)).splitlines() if line.strip()]
     return lines[-1] if lines else type(exc).__name__
@@ -49,7 +49,7 @@ def _first_line(exc: BaseException) -> str:
 def _show(args: argparse.Namespace) -> int:
     import nbformat
 
-    from .record import METADATA_KEY, RecordError, load_record
+    from ..records import METADATA_KEY, RecordError, load_record
     from .runner import mirrored_record
 
     nb = nbformat.read(args.notebook, as_version=4)

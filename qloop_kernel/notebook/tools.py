@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..tools.runtime import Tool
+from ..tools.user import registered_tools
 from .code import CodeRunner
-from .runtime import Tool
-from .user import registered_tools
 
 
 def builtin_tools(shell: Any, *, code_timeout_s: float | None = None) -> list[Tool]:
     """list_variables, inspect_variable, run_code and notebook_history for ``shell``."""
-    from . import history, namespace
+    from ..tools import history, namespace
 
     def list_variables() -> str:
         """List the user's variables in the live kernel: name, type, shape or length, dtypes and

@@ -8,58 +8,15 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
-from .conversation import ConversationManager, Settings
-from .loop import CancelToken
-from .messages import Interrupted, TurnResult
-from .permissions import Policy, policy_approver
-from .pricing import UnknownModelPrice
-from .record import MIME_TYPE, RecordError, load_record
-from .redact import redact_text, redacted_output
-from .store import NotebookStore
-
-
-class AgentError(UsageError):
-    """A turn ended with a fatal error: one line, no traceback, and "Run All" stops."""
-
-    def _render_traceback_(self) -> list[str]:
-        # IPython shows only the exact UsageError class without a traceback; this hook is how an
-        # exception class chooses its own rendering.
-        return [f"{type(self).__name__}: {self}"]
-
-
-@dataclass(frozen=True)
-class CellContext:
-    """What the frontend sent with the execute request."""
-
-    cell_id: str | None
-    saved: Any  # the cell's saved ``qloop`` metadata, unvalidated
-    headless: bool = False  # sent by `qloop run`: a cell id, but nobody to click
-    client: str | None = None  # the frontend connection that sent the request (header.session)
-
-    @property
-    def interactive(self) -> bool:
-        return self.cell_id is not None and not self.headless
-
-
-def current_cell(shell: Any) -> CellContext:
-    kernel = getattr(shell, "kernel", None)
-    parent = kernel.get_parent() if kernel is not None and hasattr(kernel, "get_parent") else {}
-    metadata = (parent or {}).get("metadata") or {}
-    cell_id = metadata.get("cellId")
-    client = ((parent or {}).get("header") or {}).get("session")
-    return CellContext(
-        cell_id if isinstance(cell_id, str) and cell_id else None,
-        metadata.get("qloop"),
-        headless=bool(metadata.get("qloopHeadless")),
-        client=client if isinstance(client, str) else None,
-    )
-
-
-def store_for(cell: CellContext) -> NotebookStore:
-    """The record store of a cell: to the frontend and folded next to live output when interactive."""
-    if cell.interactive:
-        return NotebookStore(cell.cell_id, live_client=cell.client)
-    return NotebookStore(cell.cell_id, to_frontend=False)
+from ..conversation import ConversationManager
+from ..loop import CancelToken
+from ..messages import Interrupted, TurnResult
+from ..permissions import Policy, policy_approver
+from ..pricing import UnknownModelPrice
+from ..records import MIME_TYPE, RecordError, load_record
+from ..redact import redact_text, redacted_output
+from ..settings import Settings
+from .cell import AgentError, CellContext, current_cell, store_for
 
 
 @dataclass(frozen=True)
@@ -102,12 +59,12 @@ class KernelAgent:
         return self.run_turn(prompt, options.settings, cell)
 
     def run_turn(self, prompt: str, settings: Settings, cell: CellContext) -> TurnResult:
+        from ..model import AnthropicModel
+        from ..tools.runtime import ToolRuntime
         from .approval import CardApprover
         from .display import TurnDisplay, line
-        from .model import AnthropicModel
         from .threaded import ThreadedModel
-        from .tools.builtin import builtin_tools
-        from .tools.runtime import ToolRuntime
+        from .tools import builtin_tools
 
         _check_credentials()
         try:

@@ -16,37 +16,31 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from traitlets import Enum, Float, Int, Unicode
 from traitlets.config import Configurable
 
-from .permissions import POLICIES
-
-HELP = """\
-%%agent [options]            the cell body is the task; the turn runs against this kernel
-%agent [options] TASK        a one-line task
-%agent status                session: turns, tokens, cost, settings
-%agent set NAME VALUE        change a setting (model, approve, max_turns, max_cost, max_tokens,
-                             timeout, max_output_tokens)
-%agent price IN OUT          USD per million input/output tokens for a model without a known price
-%agent allow TOOL            run TOOL without asking for the rest of the session
-%agent reset                 start a fresh conversation
-%agent key                   type the API key for this kernel (not shown, never saved)
-options: --approve {ask,auto,readonly,deny} --max-turns N --max-cost USD --max-tokens N
-         --timeout SECONDS --code-timeout SECONDS --model NAME --new (fresh conversation) --fresh (ignore the saved record)"""
+from ..permissions import POLICIES
 
 
 class QloopAgent(Configurable):
-    """Defaults for agent cells (set in ipython_config.py / ipython_kernel_config.py)."""
+    """Defaults for agent cells (set in ipython_config.py / ipython_kernel_config.py).
 
-    model = Unicode("", help="Model id; default QLOOP_MODEL or the built-in default.").tag(
+    Unset traits are None: the built-in defaults live in ``qloop_kernel.settings`` only.
+    """
+
+    model = Unicode(None, allow_none=True, help="Model id (else QLOOP_MODEL or the default).").tag(
         config=True
     )
     approve = Enum(
-        ["", *POLICIES], "", help="Approval policy; default QLOOP_APPROVAL or by context."
+        list(POLICIES),
+        None,
+        allow_none=True,
+        help="Approval policy (else QLOOP_APPROVAL or by context).",
     ).tag(config=True)
-    max_turns = Int(20, help="Model calls per cell turn.").tag(config=True)
-    max_cost = Float(0.0, help="USD budget per cell turn (0: none).").tag(config=True)
-    max_tokens = Int(0, help="Token budget per cell turn (0: none).").tag(config=True)
-    timeout = Float(0.0, help="Seconds per cell turn, approval waits excluded (0: none).").tag(
-        config=True
-    )
+    max_turns = Int(None, allow_none=True, help="Model calls per cell turn.").tag(config=True)
+    max_cost = Float(None, allow_none=True, help="USD budget per cell turn.").tag(config=True)
+    max_tokens = Int(None, allow_none=True, help="Token budget per cell turn.").tag(config=True)
+    timeout = Float(
+        None, allow_none=True, help="Seconds per cell turn, approval waits excluded."
+    ).tag(config=True)
+    code_timeout = Float(None, allow_none=True, help="Seconds per run_code call.").tag(config=True)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -89,27 +83,13 @@ def split_options(line: str) -> tuple[list[str], str]:
 
 def base_settings(config: QloopAgent) -> Any:
     """Settings from config and environment."""
-    from .conversation import Settings
-    from .model import default_model
-    from .pricing import parse_price
+    from ..settings import SettingsError, settings_from
 
-    env_policy = os.environ.get("QLOOP_APPROVAL", "").strip().lower()
-    if env_policy and env_policy not in POLICIES:
-        raise UsageError(f"QLOOP_APPROVAL={env_policy!r} is not one of {', '.join(POLICIES)}")
-    price = os.environ.get("QLOOP_PRICE")
+    values = {name: getattr(config, name) for name in config.trait_names(config=True)}
     try:
-        parsed = parse_price(price) if price else None
-    except ValueError as exc:
-        raise UsageError(f"QLOOP_PRICE: {exc}") from None
-    return Settings(
-        model=config.model or default_model(),
-        approve=config.approve or env_policy or None,
-        max_turns=config.max_turns,
-        max_cost=config.max_cost or None,
-        max_tokens=config.max_tokens or None,
-        timeout=config.timeout or None,
-        price=(parsed.input, parsed.output) if parsed else None,
-    )
+        return settings_from(values, os.environ)
+    except SettingsError as exc:
+        raise UsageError(str(exc)) from None
 
 
 @magics_class

@@ -1,0 +1,91 @@
+"""Settings: every user-settable default, written once, and how config and the environment set them.
+
+Sources, later ones winning: these defaults, traitlets config (``c.QloopAgent.model = ...``), the
+environment (``QLOOP_MODEL``, ``QLOOP_APPROVAL``, ``QLOOP_PRICE``), ``%agent set``, a cell's options.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .errors import UnknownModelPrice
+from .loop import Limits
+from .permissions import POLICIES, Policy
+from .pricing import Price, parse_price, price_for
+
+DEFAULT_MODEL = "claude-sonnet-4-6"
+_LIMITS = Limits()
+
+
+class Settings(BaseModel):
+    """User settings; a cell's options override them for one turn."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    model: str = DEFAULT_MODEL
+    approve: Policy | None = None  # None: "ask" when a frontend can click, else "readonly"
+    max_turns: int = Field(_LIMITS.max_turns, ge=1)  # model calls per cell
+    max_cost: float | None = Field(None, gt=0)
+    max_tokens: int | None = Field(None, gt=0)
+    timeout: float | None = Field(None, gt=0)
+    code_timeout: float | None = Field(None, gt=0)  # per run_code call
+    max_output_tokens: int = Field(_LIMITS.max_output_tokens, ge=256)
+    price: tuple[float, float] | None = None  # USD per million input, output tokens
+
+    def updated(self, **changes: Any) -> Settings:
+        """A copy with ``changes`` applied and validated (raises pydantic's ValidationError)."""
+        return type(self).model_validate({**self.model_dump(), **changes})
+
+    def limits(self) -> Limits:
+        return Limits(
+            max_turns=self.max_turns,
+            max_tokens=self.max_tokens,
+            max_cost_usd=self.max_cost,
+            timeout_s=self.timeout,
+            max_output_tokens=self.max_output_tokens,
+        )
+
+    def resolved_price(self, model: str) -> Price | None:
+        """The price to count cost with; None if unknown and no USD budget needs it."""
+        if self.price is not None:
+            return Price.from_input_output(*self.price)
+        try:
+            return price_for(model)
+        except UnknownModelPrice:
+            if self.max_cost is not None:
+                raise
+            return None
+
+
+# Settings a user changes by name (`%agent set NAME VALUE`, config); `price` has its own command.
+SETTABLE: tuple[str, ...] = tuple(name for name in Settings.model_fields if name != "price")
+
+
+class SettingsError(ValueError):
+    """A setting from config or the environment is invalid; the message names its source."""
+
+
+def settings_from(config: Mapping[str, Any], environ: Mapping[str, str]) -> Settings:
+    """Settings from traitlets config values (unset ones absent or None) and the environment."""
+    values: dict[str, Any] = {
+        k: v for k, v in config.items() if v not in (None, "") and k in SETTABLE
+    }
+    model = environ.get("QLOOP_MODEL", "").strip()
+    if model and "model" not in values:
+        values["model"] = model
+    policy = environ.get("QLOOP_APPROVAL", "").strip().lower()
+    if policy and policy not in POLICIES:
+        raise SettingsError(f"QLOOP_APPROVAL={policy!r} is not one of {', '.join(POLICIES)}")
+    if policy and "approve" not in values:
+        values["approve"] = policy
+    price = environ.get("QLOOP_PRICE")
+    if price:
+        try:
+            parsed = parse_price(price)
+        except ValueError as exc:
+            raise SettingsError(f"QLOOP_PRICE: {exc}") from None
+        values["price"] = (parsed.input, parsed.output)
+    return Settings(**values)
