@@ -5,12 +5,10 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import Any
 
 from qloop_kernel.tools.summaries import bounded_repr, fit_text
 
-if TYPE_CHECKING:
-    from IPython.core.interactiveshell import InteractiveShell
 
 MIN_MAX_CHARS = 500  # room for the title, a cut cell and the truncation markers
 CELL_SOURCE_CHARS = 2_000
@@ -18,7 +16,7 @@ OUTPUT_CHARS = 500
 _CELL_LABEL = re.compile(r"In\[(\d+)\]")
 
 
-def notebook_history(shell: InteractiveShell, *, last: int = 10, max_chars: int = 8000) -> str:
+def notebook_history(shell: Any, *, last: int = 10, max_chars: int = 8000) -> str:
     """The last ``last`` non-empty cells executed in this session, oldest first.
 
     Each cell shows its execution count, its source as typed (bounded) and, when it produced
@@ -43,7 +41,7 @@ def notebook_history(shell: InteractiveShell, *, last: int = 10, max_chars: int 
     return _fit_newest(title, blocks, max_chars)
 
 
-def _inputs(shell: InteractiveShell) -> Sequence[str]:
+def _inputs(shell: Any) -> Sequence[str]:
     # The raw history holds what the user typed (``%%time``, not its Python translation).
     raw = getattr(shell.history_manager, "input_hist_raw", None)
     if raw:
@@ -51,14 +49,14 @@ def _inputs(shell: InteractiveShell) -> Sequence[str]:
     return [str(source) for source in shell.user_ns.get("In", [])]
 
 
-def _outputs(shell: InteractiveShell) -> Mapping[int, object]:
+def _outputs(shell: Any) -> Mapping[int, object]:
     out = shell.user_ns.get("Out")
     if isinstance(out, Mapping):
         return out
     return getattr(shell.history_manager, "output_hist", {})
 
 
-def _running_counts(shell: InteractiveShell) -> set[int]:
+def _running_counts(shell: Any) -> set[int]:
     """Execution counts of the cells whose code is on the call stack (such as the calling cell).
 
     IPython counts a cell as executed before running it, so the count alone cannot tell; its
