@@ -1,20 +1,31 @@
 """Redaction of secrets from everything sent to the model, saved, shown or logged.
 
-Two sources: the values of environment variables whose names look secret (KEY, TOKEN, SECRET, PASSWORD,
-...), and strings shaped like well-known API keys. Pieces of a token-like secret value are redacted too:
-tools cut long values (a preview, a page of a string), and a cut must not show the head or tail of a key.
+Sources: the values of environment variables whose names look secret (KEY, TOKEN, SECRET, PASSWORD, ...);
+the passwords inside connection strings held by variables named like ``*_URL``, ``*_DSN``, ``*_URI``;
+strings shaped like well-known API keys; the password part of any URL with credentials
+(``postgres://user:[REDACTED]@host/db``); and, while an agent step runs, the values of the variables the
+user marked private. Pieces of a token-like secret value are redacted too: tools cut long values (a
+preview, a page of a string), and a cut must not show the head or tail of a key.
+
+While an agent cell runs, what is printed, displayed, raised, and written to the process's file
+descriptors (subprocesses, C code, the kernel's own terminal echo) passes through the redaction.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import logging
+import numbers
 import os
 import re
+import select
 import sys
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
 KEY_SHAPES = re.compile(
@@ -27,11 +38,27 @@ KEY_SHAPES = re.compile(
     r"|AIza[0-9A-Za-z_\-]{30,}"  # Google
     r"|hf_[A-Za-z0-9]{30,}"  # Hugging Face
 )
+# scheme://user:password@ : the password is redacted, the scheme, user and host stay readable. Bounded
+# repeats and the lookbehind keep the scan linear on long runs of letters.
+URL_CREDENTIALS = re.compile(
+    r"(?<![A-Za-z0-9+.\-])(?P<head>[A-Za-z][A-Za-z0-9+.\-]{0,31}://[^\s:/@'\"`<>]{0,256}:)"
+    r"(?P<password>[^\s/'\"`<>]{1,256})@"
+)
+CONNECTION_NAME = re.compile(r"(?:^|_)(?:URL|URI|DSN)$|CONNECTION_STRING|CONN_STR", re.IGNORECASE)
+_KEYWORD_PASSWORD = re.compile(  # libpq and ODBC key=value strings: password=..., PWD=...;
+    r"\b(?:password|passwd|pwd)\s*=\s*(?:'([^']*)'|\"([^\"]*)\"|([^\s;]+))", re.IGNORECASE
+)
 REDACTED = "[REDACTED]"
 MIN_FRAGMENT = 12  # a piece of a token-like secret this long or longer is redacted
 _MIN_SECRET_LEN = 8  # shorter values ("1", "true") would redact ordinary text
 _MIN_TOKEN_LEN = 16  # values this long made of letters and digits count as tokens
+_MIN_PRIVATE_LEN = 4  # private values shorter than this ("1", "yes") are not searched for
 _TEXT_MIME = re.compile(r"text/.*|.*[/+]json|.*\+xml")  # binary types (image/png) are left alone
+_log = logging.getLogger(__name__)
+# Values redacted everywhere while an agent step runs (see redacting_also); read from any thread.
+_also_redacted: tuple[str, ...] = ()
+_also_lock = threading.Lock()
+_also_stack: list[tuple[str, ...]] = []
 
 
 def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
@@ -52,7 +79,22 @@ def _cached_scan(raw: tuple[tuple[Any, Any], ...]) -> list[str]:
 
 def _secret_values(items: tuple[tuple[str, str], ...]) -> list[str]:
     values = {v for k, v in items if SECRET_NAME.search(k) and len(v) >= _MIN_SECRET_LEN}
+    for name, value in items:
+        if CONNECTION_NAME.search(name):
+            values.update(p for p in connection_passwords(value) if len(p) >= _MIN_SECRET_LEN)
     return sorted(values, key=len, reverse=True)
+
+
+def connection_passwords(value: str) -> set[str]:
+    """The passwords inside a connection string: URL credentials and ``password=`` keywords.
+
+    Each as written and percent-decoded (a program reading the URL prints the decoded form).
+    """
+    found = {m["password"] for m in URL_CREDENTIALS.finditer(value)}
+    found |= {
+        next(g for g in m.groups() if g is not None) for m in _KEYWORD_PASSWORD.finditer(value)
+    }
+    return {form for password in found for form in (password, unquote(password)) if form}
 
 
 def redact_text(text: str, environ: Mapping[str, str] | None = None) -> str:
@@ -73,7 +115,12 @@ class Redactor:
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Redactor:
-        return cls(tuple(secret_values(environ)))
+        """The environment's secrets (``os.environ`` by default) plus the values being kept private."""
+        found = secret_values(environ)
+        extra = _also_redacted
+        if not extra:
+            return cls(tuple(found))
+        return cls(tuple(sorted({*found, *extra}, key=len, reverse=True)))
 
     def text(self, text: str) -> str:
         """``text`` with secret values, their pieces and key-shaped strings replaced."""
@@ -82,6 +129,8 @@ class Redactor:
                 text = text.replace(secret, REDACTED)
         for secret in self.secrets:
             text = _redact_pieces(text, secret)
+        if "://" in text:
+            text = URL_CREDENTIALS.sub(lambda m: f"{m['head']}{REDACTED}@", text)
         return KEY_SHAPES.sub(REDACTED, text)
 
     def value(self, value: Any) -> Any:
@@ -188,6 +237,7 @@ def redacted_output(shell: Any, keep: tuple[str, ...] = ()) -> Iterator[None]:
         stack.enter_context(_redacted_streams())
         stack.enter_context(_redacted_displays(shell, keep))
         stack.enter_context(_redacted_tracebacks(shell))
+        stack.enter_context(redacted_fds(_stream_fds()))
         yield
 
 
@@ -275,3 +325,211 @@ def _redact_display(msg: dict[str, Any], keep: tuple[str, ...]) -> dict[str, Any
             for mime, value in content["data"].items()
         }
     return msg
+
+
+# -- values kept private while an agent step runs --------------------------------------------------
+
+
+@contextlib.contextmanager
+def redacting_also(values: Iterable[str]) -> Iterator[None]:
+    """Redact ``values`` too, in every redaction of this process (all threads), meanwhile."""
+    global _also_redacted
+    entry = tuple(v for v in values if len(v) >= _MIN_PRIVATE_LEN)
+    with _also_lock:
+        _also_stack.append(entry)
+        _also_redacted = tuple({v for e in _also_stack for v in e})
+    try:
+        yield
+    finally:
+        with _also_lock:
+            _also_stack.remove(entry)
+            _also_redacted = tuple({v for e in _also_stack for v in e})
+
+
+@dataclass
+class PrivateVariables:
+    """Variables the user marked private (``%agent private NAME``): tools refuse to inspect or list
+    them, and what run_code shows is redacted of their values.
+
+    Only cheap text forms are searched for: ``str`` and ``bytes`` values, numbers, and those directly
+    inside a list, tuple, set or dict (its values, at most ``MAX_ITEMS``). A value the code transforms
+    (formats, slices, encodes) before printing it is not recognised.
+    """
+
+    MAX_ITEMS = 100
+    names: set[str] = field(default_factory=set)
+
+    def covers(self, path: str) -> bool:
+        """Whether a variable name or dotted attribute path starts at a private variable."""
+        return path.strip().split(".")[0] in self.names
+
+    def values(self, namespace: Mapping[str, object]) -> list[str]:
+        """The text forms of the private variables' current values in ``namespace``."""
+        found: set[str] = set()
+        for name in self.names:
+            if name in namespace:
+                found.update(_value_texts(namespace[name], nested=True))
+        return sorted((v for v in found if len(v) >= _MIN_PRIVATE_LEN), key=len, reverse=True)
+
+    def redactor(self, namespace: Mapping[str, object]) -> Redactor:
+        """A redactor for the environment's secrets plus the private values in ``namespace``."""
+        secrets = {*Redactor.from_environ().secrets, *self.values(namespace)}
+        return Redactor(tuple(sorted(secrets, key=len, reverse=True)))
+
+
+def private_variables(session: Any) -> PrivateVariables:
+    """The private variables of an agent session (kept on its conversation manager)."""
+    found = getattr(session, "private_variables", None)
+    if not isinstance(found, PrivateVariables):
+        found = PrivateVariables()
+        session.private_variables = found
+    return found
+
+
+def _value_texts(value: object, *, nested: bool) -> list[str]:
+    if isinstance(value, str):
+        return [value, repr(value)[1:-1]]
+    if isinstance(value, bytes | bytearray):
+        raw = bytes(value)
+        return [raw.decode("utf-8", "replace"), repr(raw)[2:-1]]
+    if isinstance(value, numbers.Number) and not isinstance(value, bool):
+        return [str(value), repr(value)]
+    if not nested or not isinstance(value, list | tuple | set | frozenset | dict):
+        return []
+    items = value.values() if isinstance(value, dict) else value
+    texts: list[str] = []
+    for index, item in enumerate(items):
+        if index >= PrivateVariables.MAX_ITEMS:
+            break
+        texts += _value_texts(item, nested=False)
+    return texts
+
+
+# -- file descriptors: subprocesses, C code and the kernel's own terminal ---------------------------
+
+_RELAY_IDLE_S = 0.05  # a partial line (a prompt, a progress bar) is passed on after this pause
+_RELAY_MAX_PENDING = 16_384  # a longer line is passed on in pieces ...
+_RELAY_KEEP = 512  # ... keeping this much back, so a secret is not split between two pieces
+_RELAY_DRAIN_S = 0.5  # how long the end of a step waits for the relay to pass the last output on
+
+
+def _stream_fds() -> tuple[int, ...]:
+    """fds 1 and 2, plus the descriptors ``sys.stdout``/``sys.stderr`` report as theirs.
+
+    ipykernel's streams report a copy of the kernel's original stdout/stderr (its terminal or log):
+    subprocesses given ``stdout=sys.stdout`` write there, and so does ipykernel's own echo of fd output.
+    """
+    fds = [1, 2]
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            fd = stream.fileno()
+        except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
+            continue
+        if isinstance(fd, int) and fd not in fds:
+            fds.append(fd)
+    return tuple(fds)
+
+
+@contextlib.contextmanager
+def redacted_fds(fds: Iterable[int] = (1, 2)) -> Iterator[None]:
+    """Route what is written to the file descriptors ``fds`` through a redacting relay meanwhile.
+
+    Each descriptor is pointed at a pipe; a thread reads it line by line, redacts, and writes to where
+    the descriptor pointed before (for a kernel: ipykernel's own pipe, which shows the text in the cell
+    and echoes it to the terminal). Restored when the block ends, also on errors and interrupts. A
+    descriptor that cannot be relayed (not open, not POSIX) is left as it is.
+    """
+    with contextlib.ExitStack() as stack:
+        for fd in fds:
+            relay = _FdRelay.start(fd)
+            if relay is not None:
+                stack.callback(relay.stop)
+        yield
+
+
+class _FdRelay:
+    """One descriptor pointed at a pipe whose reader redacts and forwards to the old target."""
+
+    def __init__(self, fd: int, target: int, source: int) -> None:
+        self.fd, self.target, self.source = fd, target, source
+        self.thread = threading.Thread(target=self._run, name=f"qloop-redact-fd{fd}", daemon=True)
+
+    @classmethod
+    def start(cls, fd: int) -> _FdRelay | None:
+        if os.name != "posix":
+            return None
+        _flush_python_stream(fd)  # text buffered before the block goes out the old way
+        try:
+            inheritable = os.get_inheritable(fd)
+            target = os.dup(fd)
+        except OSError:
+            return None
+        source, sink = os.pipe()
+        try:
+            os.dup2(sink, fd, inheritable=inheritable)
+        except OSError:
+            os.close(source)
+            os.close(target)
+            return None
+        finally:
+            os.close(sink)
+        relay = cls(fd, target, source)
+        relay.thread.start()
+        return relay
+
+    def stop(self) -> None:
+        _flush_python_stream(self.fd)  # text buffered during the block goes through the relay
+        os.dup2(self.target, self.fd, inheritable=os.get_inheritable(self.fd))
+        # The relay ends when every writer is gone; a background process started by the step keeps
+        # its copy, and the relay goes on redacting its output after the step.
+        self.thread.join(_RELAY_DRAIN_S)
+
+    def _run(self) -> None:
+        pending = b""
+        try:
+            while True:
+                if pending and not select.select([self.source], [], [], _RELAY_IDLE_S)[0]:
+                    pending = self._forward(pending, everything=True)
+                    continue
+                chunk = os.read(self.source, 65_536)
+                if not chunk:
+                    break
+                pending = self._forward(pending + chunk, everything=False)
+            self._forward(pending, everything=True)
+        except OSError as exc:
+            _log.debug("fd %d relay stopped: %s", self.fd, exc)
+        finally:
+            os.close(self.source)
+            os.close(self.target)
+
+    def _forward(self, data: bytes, *, everything: bool) -> bytes:
+        """Write the complete lines of ``data`` redacted (all of it with ``everything``); return the rest."""
+        cut = len(data) if everything else max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
+        if len(data) - cut > _RELAY_MAX_PENDING:
+            cut = len(data) - _RELAY_KEEP
+        if cut:
+            _write_all(self.target, _redacted_bytes(data[:cut]))
+        return data[cut:]
+
+
+def _redacted_bytes(data: bytes) -> bytes:
+    # surrogateescape carries bytes that are not UTF-8 through unchanged
+    try:
+        return redact_text(data.decode("utf-8", "surrogateescape")).encode(
+            "utf-8", "surrogateescape"
+        )
+    except Exception:  # the relay must keep draining the pipe, or the writers would block
+        _log.exception("redaction of fd output failed")
+        return f"{REDACTED} (output withheld: redaction failed)\n".encode()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+def _flush_python_stream(fd: int) -> None:
+    for stream in (sys.__stdout__, sys.__stderr__):
+        with contextlib.suppress(Exception):
+            if stream is not None and stream.fileno() == fd:
+                stream.flush()
