@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import os
@@ -19,9 +20,11 @@ import httpx2
 import pytest
 
 from qloop_kernel.testing import (
+    DOCUMENTED_MODELS,
     DropConnection,
     EarlyClose,
     Fault,
+    RawReply,
     RecordedRequest,
     Reply,
     ScriptError,
@@ -32,13 +35,18 @@ from qloop_kernel.testing import (
     items_to_json,
     load_script,
     parse_script,
+    redacted_thinking,
+    server_tool_use,
+    spend_limit_reached,
     stream_event_types,
     text,
     thinking,
     tool_use,
+    web_search_result,
 )
 
 MODEL = "claude-test-model"
+TEST_MODELS = [*DOCUMENTED_MODELS, MODEL, "claude-other"]
 EPHEMERAL = {"type": "ephemeral"}
 HELLO = [{"role": "user", "content": "Hello"}]
 PROXY_VARIABLES = (
@@ -64,7 +72,7 @@ def loopback_only() -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def shared_standin() -> Iterator[StandInAPI]:
-    with StandInAPI() as server:
+    with StandInAPI(models=TEST_MODELS) as server:
         yield server
 
 
@@ -112,6 +120,11 @@ def content_json(message: anthropic.types.Message) -> list[dict[str, Any]]:
     return [block.model_dump(exclude_none=True) for block in message.content]
 
 
+def unsigned(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The blocks without the signatures the server adds to thinking blocks."""
+    return [{k: v for k, v in block.items() if k != "signature"} for block in blocks]
+
+
 # Replies ---------------------------------------------------------------------------------------
 
 MIXED = Reply(
@@ -132,12 +145,13 @@ def test_streamed_reply_accumulates_to_the_script(standin, client):
                 partial_json.append(event.partial_json)
         final = stream.get_final_message()
 
-    assert content_json(final) == [block.to_json() for block in MIXED.blocks]
+    assert unsigned(content_json(final)) == [block.to_json() for block in MIXED.blocks]
+    assert final.content[0].signature
     assert final.stop_reason == "tool_use"
     assert final.model == MODEL
     assert final.id.startswith("msg_")
     assert final.content[2].id.startswith("toolu_")
-    assert len(partial_json) > 2
+    assert partial_json[0] == ""  # the API's first input_json_delta is empty
     assert json.loads("".join(partial_json)) == MIXED.blocks[2].input
     assert final.usage == anthropic.types.Usage.model_validate(standin.requests[0].usage)
 
@@ -148,7 +162,7 @@ def test_non_streaming_reply_is_a_full_message(standin, client):
     first = create(client)
     second = create(client)
 
-    assert content_json(first) == [block.to_json() for block in MIXED.blocks]
+    assert unsigned(content_json(first)) == [block.to_json() for block in MIXED.blocks]
     assert first.stop_reason == "tool_use"
     assert (second.content[0].text, second.stop_reason, second.model) == (
         "Hi!",
@@ -453,7 +467,9 @@ def test_unknown_path_is_a_not_found_error(standin, client):
 
 def test_api_key_is_required_and_never_logged():
     secret = "sk-test-very-secret"
-    with StandInAPI([Reply("welcome"), Reply("by header")], api_key=secret) as server:
+    with StandInAPI(
+        [Reply("welcome"), Reply("by header")], api_key=secret, models=TEST_MODELS
+    ) as server:
         with (
             make_client(server, api_key="wrong") as sdk,
             pytest.raises(anthropic.AuthenticationError),
@@ -488,7 +504,9 @@ def test_callable_items_and_responder_see_the_request():
         return Reply(f"{len(request.messages)} messages, stream={request.stream}")
 
     with (
-        StandInAPI([echo_count], responder=lambda request: Reply(f"fallback {request.model}")) as s,
+        StandInAPI(
+            [echo_count], responder=lambda r: Reply(f"fallback {r.model}"), models=TEST_MODELS
+        ) as s,
         make_client(s) as sdk,
     ):
         first = stream_final(sdk, messages=HELLO * 3)
@@ -502,7 +520,10 @@ def test_failing_responder_is_reported_not_retried():
     def broken(request: RecordedRequest) -> Reply:
         raise KeyError("no such turn")
 
-    with StandInAPI([broken, Reply("unused")]) as server, make_client(server, max_retries=2) as sdk:
+    with (
+        StandInAPI([broken, Reply("unused")], models=TEST_MODELS) as server,
+        make_client(server, max_retries=2) as sdk,
+    ):
         with pytest.raises(anthropic.BadRequestError, match="raised KeyError"):
             create(sdk)
         assert len(server.requests) == 1
@@ -546,7 +567,9 @@ def test_reset_clears_log_and_cache_while_set_script_keeps_them(standin, client)
 
 
 def test_request_log_is_thread_safe():
-    echo = StandInAPI(responder=lambda request: Reply(request.messages[0]["content"]))
+    echo = StandInAPI(
+        responder=lambda request: Reply(request.messages[0]["content"]), models=TEST_MODELS
+    )
     answers: list[str] = []
 
     def ask(number: int) -> None:
@@ -622,7 +645,7 @@ def test_from_file(tmp_path: Path):
     path = tmp_path / "script.json"
     path.write_text(json.dumps([{"content": "from a file"}]), encoding="utf-8")
 
-    with StandInAPI.from_file(path) as server, make_client(server) as sdk:
+    with StandInAPI.from_file(path, models=TEST_MODELS) as server, make_client(server) as sdk:
         assert create(sdk).content[0].text == "from a file"
     assert load_script(path) == [Reply("from a file")]
 
@@ -791,6 +814,8 @@ def test_command_line_server(tmp_path: Path):
         "0",
         "--script",
         str(script_file),
+        "--model",
+        MODEL,
     ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env) as process:
@@ -851,7 +876,7 @@ def test_command_line_reports_a_busy_port(standin):
 
 
 def test_server_stops_and_starts_again():
-    server = StandInAPI(responder=lambda request: Reply("again"))
+    server = StandInAPI(responder=lambda request: Reply("again"), models=TEST_MODELS)
     with server, make_client(server) as sdk:
         assert create(sdk).content[0].text == "again"
     with pytest.raises(RuntimeError, match="not running"):
@@ -859,3 +884,445 @@ def test_server_stops_and_starts_again():
     with server, make_client(server) as sdk:
         assert create(sdk).content[0].text == "again"
     assert len(server.requests) == 2
+
+
+# Requests the API refuses (each case: the API's status, type and words) -------------------------
+
+CURRENT = "claude-sonnet-5-5"  # thinks adaptively by default, rejects manual thinking and sampling
+LEGACY = "claude-sonnet-4-6"
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 16).decode()
+JPEG = base64.b64encode(b"\xff\xd8\xff\xe0" + b"\0" * 16).decode()
+
+
+def tool_turn(*results: dict[str, Any], tool_id: str = "toolu_1") -> list[dict[str, Any]]:
+    """A conversation whose assistant turn calls one tool, then the given user blocks."""
+    call = {"type": "tool_use", "id": tool_id, "name": "run_code", "input": {"code": "1"}}
+    return [
+        {"role": "user", "content": "Run it."},
+        {"role": "assistant", "content": [call]},
+        {"role": "user", "content": list(results)},
+    ]
+
+
+def result(tool_id: str = "toolu_1") -> dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": tool_id, "content": "1"}
+
+
+def image(media_type: str, data: str) -> dict[str, Any]:
+    return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
+
+
+def user(*blocks: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": list(blocks)}]
+
+
+REFUSED = [
+    ("empty_text", {"messages": user({"type": "text", "text": ""})},
+     "messages: text content blocks must be non-empty"),
+    ("empty_system_text", {"system": [{"type": "text", "text": ""}]},
+     "system: text content blocks must be non-empty"),
+    ("cache_control_on_empty_text",
+     {"messages": user({"type": "text", "text": "", "cache_control": EPHEMERAL})},
+     "messages.0.content.0.text: cache_control cannot be set for empty text blocks"),
+    ("text_before_tool_result",
+     {"messages": tool_turn({"type": "text", "text": "Here:"}, result())},
+     "messages.2: Did not find 1 `tool_result` block(s) at the beginning of this message. "
+     "Messages following `tool_use` blocks must begin with a matching number of `tool_result` "
+     "blocks."),
+    ("tool_use_without_result",
+     {"messages": tool_turn({"type": "text", "text": "Never mind."})},
+     "messages.1: `tool_use` ids were found without `tool_result` blocks immediately after: "
+     "toolu_1. Each `tool_use` block must have a corresponding `tool_result` block in the next "
+     "message."),
+    ("tool_result_without_use", {"messages": user(result("toolu_9"))},
+     "messages.0.content.0: unexpected `tool_use_id` found in `tool_result` blocks: toolu_9. "
+     "Each `tool_result` block must have a corresponding `tool_use` block in the previous "
+     "message."),
+    ("tool_input_not_an_object",
+     {"messages": [{"role": "user", "content": "Go."},
+                   {"role": "assistant", "content": [
+                       {"type": "tool_use", "id": "toolu_1", "name": "run_code", "input": [1, 2]}]},
+                   {"role": "user", "content": [result()]}]},
+     "messages.1.content.0.tool_use.input: Input should be a valid dictionary"),
+    ("cache_control_on_thinking",
+     {"messages": [{"role": "user", "content": "Hi"},
+                   {"role": "assistant", "content": [
+                       {"type": "thinking", "thinking": "t", "signature": "s",
+                        "cache_control": EPHEMERAL},
+                       {"type": "text", "text": "Hello"}]},
+                   {"role": "user", "content": "Again"}]},
+     "messages.1.content.0.thinking.cache_control: Extra inputs are not permitted"),
+    ("unknown_top_level_field", {"reasoning_effort": "high"},
+     "reasoning_effort: Extra inputs are not permitted"),
+    ("unknown_message_field",
+     {"messages": [{"role": "user", "content": "Hi", "name": "Ada"}]},
+     "messages.0.name: Extra inputs are not permitted"),
+    ("empty_message", {"messages": [{"role": "user", "content": []}]},
+     "messages.0: all messages must have non-empty content except for the optional final "
+     "assistant message"),
+    ("image_not_base64", {"messages": user(image("image/png", "not base64!"))},
+     "messages.0.content.0.image.source.base64: invalid base64 data"),
+    ("image_of_another_type", {"messages": user(image("image/jpeg", PNG))},
+     "messages.0.content.0.image.source.base64: The image was specified using the image/jpeg "
+     "media type, but the image appears to be a image/png image"),
+    ("image_media_type", {"messages": user(image("image/bmp", PNG))},
+     "messages.0.content.0.image.source.base64.media_type: Input should be 'image/jpeg', "
+     "'image/png', 'image/gif' or 'image/webp'"),
+    ("image_in_tool_result",
+     {"messages": tool_turn({"type": "tool_result", "tool_use_id": "toolu_1",
+                             "content": [image("image/png", JPEG)]})},
+     "messages.2.content.0.tool_result.content.0.image.source.base64: The image was specified "
+     "using the image/png media type, but the image appears to be a image/jpeg image"),
+    ("manual_thinking_on_a_current_model",
+     {"model": CURRENT, "thinking": {"type": "enabled", "budget_tokens": 1024}},
+     '"thinking.type.enabled" is not supported for this model. Use "thinking.type.adaptive" and '
+     '"output_config.effort" to control thinking behavior.'),
+    ("temperature_on_a_current_model", {"model": CURRENT, "temperature": 0.2},
+     "temperature is deprecated for this model."),
+    ("top_k_on_a_current_model", {"model": CURRENT, "top_k": 5},
+     "top_k is deprecated for this model."),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"), [c[1:] for c in REFUSED], ids=[c[0] for c in REFUSED]
+)
+def test_the_api_refuses(standin, client, fields, message):
+    standin.set_script([Reply("unused")])
+    request = {"model": MODEL, "max_tokens": 64, "messages": HELLO, **fields}
+    known = {k: v for k, v in request.items() if k in ("model", "max_tokens", "messages", "system")}
+    extra = {k: v for k, v in request.items() if k not in known}
+
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        client.messages.create(**known, extra_body=extra)
+
+    assert refused.value.status_code == 400
+    assert refused.value.body["error"] == {"type": "invalid_request_error", "message": message}
+    assert standin.remaining == 1  # a refused request consumes no script item
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"model": LEGACY, "thinking": {"type": "enabled", "budget_tokens": 1024}},
+        {"model": LEGACY, "temperature": 0.2, "top_k": 5},
+        {"model": CURRENT, "temperature": 1.0},  # the default value is accepted
+        {"messages": user({"type": "text", "text": "Look:"}, image("image/png", PNG))},
+        {"messages": tool_turn(result(), {"type": "text", "text": "And a note after."})},
+    ],
+    ids=["legacy_thinking", "legacy_sampling", "default_temperature", "valid_image",
+         "text_after_results"],
+)  # fmt: skip
+def test_what_the_api_accepts_is_accepted(standin, client, fields):
+    standin.set_script([Reply("ok")])
+    request = {"model": MODEL, "max_tokens": 64, "messages": HELLO, **fields}
+    known = {k: v for k, v in request.items() if k in ("model", "max_tokens", "messages")}
+    extra = {k: v for k, v in request.items() if k not in known}
+
+    message = client.messages.create(**known, extra_body=extra)
+
+    assert message.content[-1].text == "ok"
+
+
+@pytest.mark.parametrize("model", ["claude-nope-9", "claude-sonnet-4-5"], ids=["typo", "retired"])
+def test_an_unknown_or_retired_model_is_not_found(standin, client, model):
+    standin.set_script([Reply("unused")])
+
+    with pytest.raises(anthropic.NotFoundError) as missing:
+        create(client, model=model)
+
+    assert missing.value.body["error"] == {"type": "not_found_error", "message": f"model: {model}"}
+    assert standin.remaining == 1
+
+
+def test_the_documented_models_are_served_by_default():
+    ids = {model.id for model in DOCUMENTED_MODELS}
+    assert {"claude-fable-5-1", "claude-opus-5-5", "claude-sonnet-5-5", "claude-haiku-5-5"} <= ids
+    assert "claude-sonnet-4-5" not in ids  # retired on 2026-11-30
+    with StandInAPI([Reply("a"), Reply("b")]) as server, make_client(server) as sdk:
+        assert create(sdk, model="claude-opus-5-5").stop_reason == "end_turn"
+        with pytest.raises(anthropic.NotFoundError):
+            create(sdk, model=MODEL)
+
+
+# Thinking blocks go back unchanged -------------------------------------------------------------
+
+
+def answered(message: anthropic.types.Message, then: str = "Go on.") -> list[dict[str, Any]]:
+    """HELLO, the assistant message as received (every field), and a new user turn."""
+    blocks = [block.to_dict(mode="json") for block in message.content]
+    return [*HELLO, {"role": "assistant", "content": blocks}, {"role": "user", "content": then}]
+
+
+def test_signed_thinking_comes_back_accepted_and_a_changed_one_is_refused(standin, client):
+    standin.set_script([Reply([thinking("Plan: add."), text("4")]), Reply("again"), Reply("x")])
+    first = stream_final(client)
+    history = answered(first)
+
+    assert create(client, messages=history).content[0].text == "again"
+    history[1]["content"][0]["thinking"] = "Plan: subtract."
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        create(client, messages=history)
+
+    assert refused.value.body["error"]["message"] == (
+        "messages.1.content.0: `thinking` or `redacted_thinking` blocks in the latest assistant "
+        "message cannot be modified. These blocks must remain as they were in the original "
+        "response."
+    )
+
+
+def test_a_changed_thinking_block_in_an_earlier_turn_has_an_invalid_signature(standin, client):
+    standin.set_script([Reply([thinking("Plan."), text("1")]), Reply("2"), Reply("unused")])
+    first = stream_final(client)
+    second = stream_final(client, messages=answered(first))
+    history = [*answered(first)[:2], {"role": "user", "content": "More."},
+               {"role": "assistant", "content": [b.to_dict() for b in second.content]},
+               {"role": "user", "content": "Again."}]  # fmt: skip
+    history[1]["content"][0]["signature"] = "forged"
+
+    with pytest.raises(
+        anthropic.BadRequestError,
+        match=r"messages\.1\.content\.0: Invalid `signature` in `thinking` block",
+    ):
+        create(client, messages=history)
+
+
+def test_redacted_thinking_is_sent_whole_and_checked(standin, client):
+    standin.set_script([Reply([redacted_thinking(), text("Done.")]), Reply("ok"), Reply("x")])
+    events: list[str] = []
+    with client.messages.stream(model=MODEL, max_tokens=64, messages=HELLO) as stream:
+        events = [event.type for event in stream]
+        first = stream.get_final_message()
+
+    assert first.content[0].type == "redacted_thinking" and first.content[0].data
+    assert events.count("content_block_delta") == 1  # only the text: redacted data comes whole
+    assert create(client, messages=answered(first)).content[0].text == "ok"
+    tampered = answered(first)
+    tampered[1]["content"][0]["data"] = base64.b64encode(b"other").decode()
+    with pytest.raises(anthropic.BadRequestError, match="cannot be modified"):
+        create(client, messages=tampered)
+
+
+def test_a_thinking_block_the_server_did_not_sign_is_refused(standin, client):
+    standin.set_script([Reply([thinking("Mine.", signature="not-from-this-server"), text("x")])])
+    first = stream_final(client)
+
+    assert first.content[0].signature == "not-from-this-server"
+    with pytest.raises(anthropic.BadRequestError, match="cannot be modified"):
+        create(client, messages=answered(first))
+
+
+def test_models_that_think_by_default_start_with_a_signed_thinking_block(standin, client):
+    standin.set_script([Reply("Hi."), Reply("Hi."), Reply("Hi."), Reply("Hi.")])
+
+    current = stream_final(client, model=CURRENT)
+    disabled = create(client, model=CURRENT, extra_body={"thinking": {"type": "disabled"}})
+    legacy = create(client, model=LEGACY)
+
+    assert [block.type for block in current.content] == ["thinking", "text"]
+    assert current.content[0].thinking == ""  # the default display omits the thinking text
+    assert current.content[0].signature
+    assert [block.type for block in disabled.content] == ["text"]
+    assert [block.type for block in legacy.content] == ["text"]
+    assert create(client, model=CURRENT, messages=answered(current)).content[-1].text == "Hi."
+    assert stream_event_types(Reply("Hi."), think_first=True)[1:5] == [
+        "content_block_start", "ping", "content_block_delta", "content_block_stop"
+    ]  # fmt: skip
+
+
+def test_thinking_streams_with_a_signature_delta(standin, client):
+    standin.set_script([Reply([thinking("x" * 40), text("y")])])
+    deltas = []
+    with client.messages.stream(model=MODEL, max_tokens=64, messages=HELLO) as stream:
+        for event in stream:
+            if event.type == "content_block_delta":
+                deltas.append(event.delta.type)
+
+    assert deltas == ["thinking_delta"] * 3 + ["signature_delta", "text_delta"]
+
+
+# Documented shapes -------------------------------------------------------------------------------
+
+
+def test_tool_input_streams_an_empty_delta_then_whole_pairs_and_carries_the_caller(standin, client):
+    call = tool_use("query", {"table": "sales", "limit": 10, "where": {"region": "EU"}})
+    standin.set_script([Reply([call])])
+    pieces = []
+    with client.messages.stream(model=MODEL, max_tokens=64, messages=HELLO) as stream:
+        for event in stream:
+            if event.type == "content_block_delta":
+                pieces.append(event.delta.partial_json)
+        final = stream.get_final_message()
+
+    assert pieces == ["", '{"table": "sales"', ', "limit": 10', ', "where": {"region": "EU"}}']
+    assert final.content[0].input == call.input
+    assert final.content[0].caller is not None and final.content[0].caller.type == "direct"
+
+
+def test_a_tool_input_that_is_not_an_object_is_streamed_as_is(standin, client):
+    standin.set_script([Reply([tool_use("run_code", [1, 2])])])
+
+    final = stream_final(client)
+
+    assert final.content[0].input == [1, 2]
+
+
+def test_server_tool_blocks_and_citations(standin, client):
+    search = server_tool_use("web_search", {"query": "pandas 3 release"})
+    found = web_search_result(search.id, [{"url": "https://example.org/p3", "title": "pandas 3"}])
+    citation = {
+        "type": "web_search_result_location",
+        "url": "https://example.org/p3",
+        "title": "pandas 3",
+        "encrypted_index": "Eo8BCioIAhgB",
+        "cited_text": "pandas 3.0",
+    }
+    answer = text("pandas 3 is out.", citations=[citation])
+    standin.set_script([Reply([search, found, answer])] * 2)  # fmt: skip
+    deltas = []
+    with client.messages.stream(model=MODEL, max_tokens=64, messages=HELLO) as stream:
+        for event in stream:
+            if event.type == "content_block_delta":
+                deltas.append(event.delta.type)
+        streamed = stream.get_final_message()
+    created = create(client)
+
+    for message in (streamed, created):
+        assert [b.type for b in message.content] == [
+            "server_tool_use", "web_search_tool_result", "text"
+        ]  # fmt: skip
+        assert message.content[1].content[0].url == "https://example.org/p3"
+        assert message.content[2].citations[0].cited_text == "pandas 3.0"
+        assert message.stop_reason == "end_turn"
+    assert deltas == ["input_json_delta", "input_json_delta", "citations_delta", "text_delta"]
+
+
+def test_a_refusal_carries_its_explanation(standin, client):
+    details = {"category": "cyber", "explanation": "This looks like malware development."}
+    standin.set_script([Reply([text("")], stop_reason="refusal", stop_details=details)])
+
+    message = stream_final(client)
+
+    assert message.stop_details.category == "cyber"
+    assert message.stop_details.explanation == "This looks like malware development."
+    assert message.content[0].text == ""  # the API does send empty text blocks
+
+
+def test_a_429_carries_retry_after_and_rate_limit_headers(standin, client):
+    standin.set_script([Fault(429)])
+
+    with pytest.raises(anthropic.RateLimitError) as limited:
+        create(client)
+
+    headers = limited.value.response.headers
+    assert headers["retry-after"] == "1"
+    for kind in ("requests", "tokens", "input-tokens", "output-tokens"):
+        assert headers[f"anthropic-ratelimit-{kind}-remaining"] == "0"
+        assert headers[f"anthropic-ratelimit-{kind}-reset"].endswith("Z")
+
+
+def test_a_spend_limit_429_has_no_retry_after_and_names_itself(standin, client):
+    standin.set_script([spend_limit_reached()])
+
+    with pytest.raises(anthropic.RateLimitError) as limited:
+        create(client)
+
+    assert "retry-after" not in limited.value.response.headers
+    error = limited.value.body["error"]
+    assert error["details"] == {"error_code": "enforced_spend_limit_reached"}
+    assert "spend limit" in error["message"]
+
+
+def test_a_raw_reply_is_sent_byte_for_byte(standin, client):
+    body = (
+        'event: message_start\ndata: {"type": "message_start", "message": {"id": "msg_1", '
+        '"type": "message", "role": "assistant", "content": [], "model": "m", "stop_reason": null, '
+        '"stop_sequence": null, "usage": {"input_tokens": 3, "output_tokens": 1}}}\n\n'
+        'event: content_block_start\ndata: {"type": "content_block_start", "index": 0, '
+        '"content_block": {"type": "thinking", "thinking": "", "signature": ""}}\n\n'
+        'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 0, '
+        '"delta": {"type": "thinking_delta", "thinking": "Hmm."}}\n\n'
+        'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 0, '
+        '"delta": {"type": "signature_delta", "signature": "EqQBCgIYAh"}}\n\n'
+        'event: content_block_stop\ndata: {"type": "content_block_stop", "index": 0}\n\n'
+        'event: message_delta\ndata: {"type": "message_delta", "delta": {"stop_reason": '
+        '"end_turn", "stop_sequence": null}, "usage": {"output_tokens": 5}}\n\n'
+        'event: message_stop\ndata: {"type": "message_stop"}\n\n'
+    )
+    standin.set_script([RawReply(body), Reply("accepted")])
+
+    first = stream_final(client)
+
+    assert (first.content[0].thinking, first.content[0].signature) == ("Hmm.", "EqQBCgIYAh")
+    assert create(client, messages=answered(first)).content[0].text == "accepted"
+
+
+# Prompt-cache rules ------------------------------------------------------------------------------
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def cached_system(chars: int, ttl: str | None = None) -> list[dict[str, Any]]:
+    control: dict[str, Any] = {"type": "ephemeral", **({"ttl": ttl} if ttl else {})}
+    return [{"type": "text", "text": "r" * chars, "cache_control": control}]
+
+
+def test_a_prefix_shorter_than_the_models_minimum_is_not_cached(standin, client):
+    standin.set_script([Reply("a")] * 4)
+    short, long = cached_system(2000), cached_system(6000)  # about 500 and 1,500 tokens
+
+    for _ in range(2):
+        usage = create(client, model=LEGACY, system=short).usage  # minimum 1,024 tokens
+        assert (usage.cache_creation_input_tokens, usage.cache_read_input_tokens) == (0, 0)
+    written = create(client, model=LEGACY, system=long).usage
+    read = create(client, model=LEGACY, system=long).usage
+
+    assert written.cache_creation_input_tokens > 1024
+    assert read.cache_read_input_tokens == written.cache_creation_input_tokens
+
+
+def test_a_cache_hit_is_found_only_within_20_blocks_of_a_breakpoint(standin, client):
+    standin.set_script([Reply("a")] * 3)
+    marked = [{"type": "text", "text": "Rules.", "cache_control": EPHEMERAL}]
+    plain = [{"type": "text", "text": "Rules."}]
+
+    def ending_in_a_breakpoint(blocks: int) -> list[dict[str, Any]]:
+        notes = [{"type": "text", "text": f"note {i}"} for i in range(blocks)]
+        return user(*notes, {"type": "text", "text": "Now.", "cache_control": EPHEMERAL})
+
+    create(client, system=marked)  # writes the prefix that ends with the system block (block 0)
+    near = create(client, system=plain, messages=ending_in_a_breakpoint(10)).usage  # block 11
+    far = create(client, system=plain, messages=ending_in_a_breakpoint(25)).usage  # block 26
+
+    assert near.cache_read_input_tokens == estimate_tokens(plain[0])
+    assert far.cache_read_input_tokens == 0  # the written entry is more than 20 blocks back
+
+
+def test_cache_entries_live_five_minutes_from_their_last_use_or_an_hour():
+    clock = FakeClock()
+    with (
+        StandInAPI([Reply("a")] * 6, models=TEST_MODELS, clock=clock) as server,
+        make_client(server) as sdk,
+    ):
+        five = cached_system(800)
+        hour = cached_system(900, ttl="1h")
+        create(sdk, system=five)
+        create(sdk, system=hour)
+        clock.now += 240
+        kept = create(sdk, system=five).usage  # read 4 minutes on: the entry is refreshed
+        clock.now += 240
+        refreshed = create(sdk, system=five).usage  # 8 minutes after the write, 4 after the read
+        clock.now += 301
+        expired = create(sdk, system=five).usage
+        long_lived = create(sdk, system=hour).usage  # 17 minutes after its write
+
+    assert kept.cache_read_input_tokens > 0
+    assert refreshed.cache_read_input_tokens == kept.cache_read_input_tokens
+    assert (expired.cache_read_input_tokens, expired.cache_creation_input_tokens > 0) == (0, True)
+    assert long_lived.cache_read_input_tokens > 0

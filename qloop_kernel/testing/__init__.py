@@ -5,33 +5,48 @@ read what the agent sent from ``requests``. See docs/testing.md.
 """
 
 from .jsonform import item_from_json, item_to_json, items_to_json, load_script, parse_script
+from .models import DOCUMENTED_MODELS, ModelInfo
 from .record import RecordedRequest
 from .script import (
     DropConnection,
     EarlyClose,
     Fault,
+    RawReply,
+    RedactedThinkingBlock,
     Reply,
+    ResultBlock,
     ScriptError,
+    ServerToolUseBlock,
     StreamError,
     TextBlock,
     ThinkingBlock,
     ToolUseBlock,
+    redacted_thinking,
     script_exhausted,
+    server_tool_use,
+    spend_limit_reached,
     text,
     thinking,
     tool_use,
+    web_search_result,
 )
 from .server import StandInAPI
 from .tokens import count_input_tokens, estimate_tokens
 from .wire import stream_event_types
 
 __all__ = [
+    "DOCUMENTED_MODELS",
     "DropConnection",
     "EarlyClose",
     "Fault",
+    "ModelInfo",
+    "RawReply",
     "RecordedRequest",
+    "RedactedThinkingBlock",
     "Reply",
+    "ResultBlock",
     "ScriptError",
+    "ServerToolUseBlock",
     "StandInAPI",
     "StreamError",
     "TextBlock",
@@ -44,9 +59,13 @@ __all__ = [
     "items_to_json",
     "load_script",
     "parse_script",
+    "redacted_thinking",
     "script_exhausted",
+    "server_tool_use",
+    "spend_limit_reached",
     "stream_event_types",
     "text",
     "thinking",
     "tool_use",
+    "web_search_result",
 ]

@@ -1,6 +1,7 @@
 """Run the Messages API stand-in in the foreground.
 
-    python -m qloop_kernel.testing [--port 8765] [--script FILE.json] [--api-key KEY] [-v]
+    python -m qloop_kernel.testing [--port 8765] [--script FILE.json] [--api-key KEY]
+                                   [--model ID ...] [-v]
 
 The first line on stdout is the base URL (``http://127.0.0.1:PORT``), printed once the server
 listens. The server runs until SIGTERM or SIGINT. Control endpoints: ``POST /_qloop/script``,
@@ -17,6 +18,7 @@ import threading
 from collections.abc import Sequence
 
 from .jsonform import load_script
+from .models import DOCUMENTED_MODELS
 from .script import ScriptError
 from .server import StandInAPI
 
@@ -29,6 +31,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=_port, default=0, help="port on 127.0.0.1 (0: a free one)")
     parser.add_argument("--script", metavar="FILE", help="JSON script of replies and faults")
     parser.add_argument("--api-key", help="require this key (x-api-key or Authorization: Bearer)")
+    parser.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="also serve this model id (besides the documented ones); repeatable",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log each request to stderr")
     return parser
 
@@ -54,7 +63,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"qloop stand-in: cannot load the script: {error}", file=sys.stderr)
         return 2
     stop = _termination_event()
-    server = StandInAPI(script, api_key=args.api_key, port=args.port)
+    models = [*DOCUMENTED_MODELS, *args.model]
+    server = StandInAPI(script, api_key=args.api_key, port=args.port, models=models)
     try:
         server.start()
     except OSError as error:

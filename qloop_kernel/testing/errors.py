@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 _STATUS_BY_TYPE: dict[str, int] = {
@@ -49,9 +50,17 @@ def default_message(error_type: str) -> str:
     return _DEFAULT_MESSAGES.get(error_type, "Error")
 
 
-def error_body(error_type: str, message: str, request_id: str | None = None) -> dict[str, Any]:
+def error_body(
+    error_type: str,
+    message: str,
+    request_id: str | None = None,
+    details: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """Return an error in the API's shape: ``{"type": "error", "error": {...}, "request_id"}``."""
-    body: dict[str, Any] = {"type": "error", "error": {"type": error_type, "message": message}}
+    error: dict[str, Any] = {"type": error_type, "message": message}
+    if details is not None:
+        error["details"] = dict(details)
+    body: dict[str, Any] = {"type": "error", "error": error}
     if request_id is not None:
         body["request_id"] = request_id
     return body

@@ -7,18 +7,22 @@ import json
 import os
 import secrets
 import threading
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
+from datetime import datetime, timedelta, timezone
 from os import PathLike
 from types import TracebackType
 from typing import Any
 
 from .errors import error_body, status_for_error_type
 from .jsonform import load_script, parse_script
+from .models import ModelInfo, model_table
 from .record import RecordedRequest, RequestLog, redact_headers
 from .script import (
     DropConnection,
     Fault,
+    RawReply,
     Reply,
     Responder,
     Script,
@@ -26,13 +30,15 @@ from .script import (
     ScriptItem,
     StreamError,
 )
+from .signing import Signer
 from .tokens import PromptCache, count_input_tokens, output_tokens
 from .transport import Exchange, LoopbackHTTPServer
-from .validation import check_count_tokens_request, check_messages_request
-from .wire import message_json, stream_events, usage_json
+from .validation import Checks, Problem, check_count_tokens_request, check_messages_request
+from .wire import message_json, sent_blocks, stream_events, thinking_blocks_in, usage_json
 
 NO_PROXY = "127.0.0.1,localhost"
 _PROXY_VARIABLES = frozenset({"http_proxy", "https_proxy", "all_proxy"})
+DEFAULT_RETRY_AFTER_S = 1.0
 
 
 class _BadRequest(Exception):
@@ -49,10 +55,15 @@ class StandInAPI:
     """A Messages API on 127.0.0.1 that answers from a script, for tests with the real SDK.
 
     ``script`` items are consumed one per ``POST /v1/messages``: a ``Reply``, a ``Fault`` or a
-    callable ``(RecordedRequest) -> Reply | Fault``. When they run out, ``responder`` answers
-    (default: a 400 ``invalid_request_error`` saying the script is exhausted). With ``api_key``
-    set, requests need ``x-api-key: KEY`` or ``Authorization: Bearer KEY``. ``port=0`` picks a
-    free port. Use it as a context manager, or call ``start()`` and ``stop()``.
+    callable ``(RecordedRequest) -> Reply | Fault | RawReply``. When they run out, ``responder``
+    answers (default: a 400 ``invalid_request_error`` saying the script is exhausted). With
+    ``api_key`` set, requests need ``x-api-key: KEY`` or ``Authorization: Bearer KEY``.
+    ``port=0`` picks a free port. Use it as a context manager, or call ``start()`` and ``stop()``.
+
+    ``models`` are the model ids served (default: the documented lineup, ``DOCUMENTED_MODELS``);
+    any other gets the API's 404. ``adaptive_thinking`` makes models that think by default start
+    each reply with a (signed, empty-text) thinking block unless the request disables thinking.
+    ``clock`` drives prompt-cache expiry.
     """
 
     def __init__(
@@ -62,12 +73,18 @@ class StandInAPI:
         responder: Responder | None = None,
         api_key: str | None = None,
         port: int = 0,
+        models: Iterable[str | ModelInfo] | None = None,
+        adaptive_thinking: bool = True,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._script = Script(script, responder)
         self._api_key = api_key
         self._requested_port = port
         self._log = RequestLog()
-        self._cache = PromptCache()
+        self._cache = PromptCache(clock)
+        self._signer = Signer()
+        self.models: Mapping[str, ModelInfo] = model_table(models)
+        self.adaptive_thinking = adaptive_thinking
         self._http: LoopbackHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -215,10 +232,12 @@ class StandInAPI:
         if not hmac.compare_digest(offered.encode(), self._api_key.encode()):
             raise _BadRequest(401, "authentication_error", "invalid x-api-key")
 
+    @property
+    def _checks(self) -> Checks:
+        return Checks(models=self.models, signer=self._signer)
+
     def _count_tokens(self, exchange: Exchange, request: RecordedRequest) -> None:
-        problem = check_count_tokens_request(request.body)
-        if problem:
-            raise _BadRequest(400, "invalid_request_error", problem)
+        _refuse(check_count_tokens_request(request.body, self._checks))
         answer = {"input_tokens": count_input_tokens(request.body)}
         self._log.append(replace(request, status=200, usage=answer))
         exchange.send_json(200, answer)
@@ -226,24 +245,22 @@ class StandInAPI:
     # Messages ----------------------------------------------------------------------------------
 
     def _messages(self, exchange: Exchange, request: RecordedRequest) -> None:
-        problem = check_messages_request(request.body)
-        if problem:
-            raise _BadRequest(400, "invalid_request_error", problem)
+        _refuse(check_messages_request(request.body, self._checks))
         try:
             response = self._script.next_response(request)
         except ScriptError as error:
             raise _BadRequest(400, "invalid_request_error", str(error)) from None
         if isinstance(response, Fault):
             self._answer_fault(exchange, request, response)
+        elif isinstance(response, RawReply):
+            self._answer_raw(exchange, request, response)
         elif request.stream:
             self._answer_stream(exchange, request, response)
         else:
             self._answer_message(exchange, request, response)
 
     def _answer_fault(self, exchange: Exchange, request: RecordedRequest, fault: Fault) -> None:
-        headers = dict(fault.headers)
-        if fault.retry_after is not None:
-            headers["retry-after"] = _seconds(fault.retry_after)
+        headers = {**_fault_headers(fault), **fault.headers}
         self._answer_error(
             exchange,
             request,
@@ -252,7 +269,22 @@ class StandInAPI:
             fault.message,
             headers=headers,
             delay=fault.first_byte_delay,
+            details=fault.details,
         )
+
+    def _answer_raw(self, exchange: Exchange, request: RecordedRequest, raw: RawReply) -> None:
+        for block in thinking_blocks_in(raw.payload, stream=raw.is_stream):
+            self._signer.remember(block)
+        self._log.append(replace(request, status=raw.status))
+        if not exchange.wait(raw.first_byte_delay):
+            return
+        if raw.is_stream and raw.status == 200:
+            exchange.start_events(raw.content_type, raw.headers)
+            exchange.send_chunk(raw.payload)
+            exchange.end_events()
+        else:
+            exchange.send_bytes(raw.status, raw.payload, {"content-type": raw.content_type,
+                                                          **raw.headers})  # fmt: skip
 
     def _answer_message(self, exchange: Exchange, request: RecordedRequest, reply: Reply) -> None:
         if reply.stream_fault is not None:
@@ -285,7 +317,11 @@ class StandInAPI:
     def _answer_stream(self, exchange: Exchange, request: RecordedRequest, reply: Reply) -> None:
         message = self._message(request, reply)
         events = stream_events(
-            reply, message_id=message["id"], model=message["model"], usage=message["usage"]
+            reply,
+            message["content"],
+            message_id=message["id"],
+            model=message["model"],
+            usage=message["usage"],
         )
         fault = reply.stream_fault
         error = fault.message if isinstance(fault, StreamError) else None
@@ -315,14 +351,23 @@ class StandInAPI:
         exchange.end_events()
 
     def _message(self, request: RecordedRequest, reply: Reply) -> dict[str, Any]:
-        content = [block.to_json() for block in reply.blocks]
-        usage = usage_json(self._cache.account(request.body), output_tokens(content), reply.usage)
+        info = self.models.get(request.model or "") or ModelInfo(request.model or "")
+        content = sent_blocks(reply, self._signer, think_first=self._thinks(request, info))
+        accounted = self._cache.account(request.body, minimum=info.cache_minimum)
+        usage = usage_json(accounted, output_tokens(content), reply.usage)
         return message_json(
             reply,
+            content,
             message_id=f"msg_{secrets.token_hex(12)}",
             model=reply.model or request.model or "",
             usage=usage,
         )
+
+    def _thinks(self, request: RecordedRequest, info: ModelInfo) -> bool:
+        """Whether this reply starts with adaptive thinking: on by default for models that do it."""
+        thinking = request.body.get("thinking") if isinstance(request.body, dict) else None
+        disabled = isinstance(thinking, dict) and thinking.get("type") == "disabled"
+        return self.adaptive_thinking and info.thinks_by_default and not disabled
 
     def _answer_error(
         self,
@@ -334,12 +379,12 @@ class StandInAPI:
         *,
         headers: Mapping[str, str] | None = None,
         delay: float = 0.0,
+        details: Mapping[str, Any] | None = None,
     ) -> None:
         self._log.append(replace(request, status=status, error=message))
         if exchange.wait(delay):
-            exchange.send_json(
-                status, error_body(error_type, message, exchange.request_id), headers
-            )
+            body = error_body(error_type, message, exchange.request_id, details)
+            exchange.send_json(status, body, headers)
 
     # Control endpoints -------------------------------------------------------------------------
 
@@ -365,7 +410,7 @@ class StandInAPI:
         exchange.send_json(200, {"remaining": self.remaining})
 
     @staticmethod
-    def _control_script(exchange: Exchange) -> list[Reply | Fault] | None:
+    def _control_script(exchange: Exchange) -> list[Reply | Fault | RawReply] | None:
         if exchange.path == "/_qloop/reset" and not exchange.body.strip():
             return None
         body, parse_error = _parse_json(exchange.body)
@@ -386,3 +431,27 @@ def _parse_json(raw: bytes) -> tuple[Any, str | None]:
 
 def _seconds(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def _refuse(problem: Problem | None) -> None:
+    if problem is not None:
+        raise _BadRequest(problem.status, problem.error_type, problem.message)
+
+
+def _fault_headers(fault: Fault) -> dict[str, str]:
+    """``retry-after`` as asked; a rate-limit 429 also gets the API's ``anthropic-ratelimit-*``
+    headers ("Rate limits > Response headers") and a default ``retry-after``."""
+    headers: dict[str, str] = {}
+    retry_after = fault.retry_after
+    if fault.status == 429 and not fault.is_spend_limit:
+        retry_after = DEFAULT_RETRY_AFTER_S if retry_after is None else retry_after
+        reset = datetime.now(timezone.utc) + timedelta(seconds=retry_after)
+        stamp = reset.replace(microsecond=0).isoformat().replace("+00:00", "Z")
+        for kind, limit in (("requests", "50"), ("tokens", "40000"),
+                            ("input-tokens", "30000"), ("output-tokens", "8000")):  # fmt: skip
+            prefix = f"anthropic-ratelimit-{kind}"
+            headers.update({f"{prefix}-limit": limit, f"{prefix}-remaining": "0",
+                            f"{prefix}-reset": stamp})  # fmt: skip
+    if retry_after is not None:
+        headers["retry-after"] = _seconds(retry_after)
+    return headers

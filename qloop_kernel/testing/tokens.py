@@ -4,10 +4,11 @@ The estimate is about four characters per token of a block's canonical JSON (key
 spaces, ``cache_control`` left out), at least one token per block. The prompt is the canonical
 sequence tools -> system -> message content blocks; every block is one segment of it.
 
-Caching follows the API's rules: a block carrying ``cache_control`` (or the last block, when the
-request has a top-level ``cache_control``) is a breakpoint, and the prefix ending there is written
-to the cache. A later request reads the longest prefix it shares with a written entry, up to its own
-last breakpoint.
+Caching follows the API's rules ("Prompt caching" in the API docs): a block carrying ``cache_control``
+(or the last block, when the request has a top-level ``cache_control``) is a breakpoint, and the prefix
+ending there is written to the cache if it is at least the model's minimum cacheable length. A later
+request reads the longest written prefix found by looking back at most 20 blocks from each of its
+breakpoints. An entry lives 5 minutes (or 1 hour with ``ttl: "1h"``) from its last write or read.
 """
 
 from __future__ import annotations
@@ -16,13 +17,16 @@ import hashlib
 import json
 import math
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 CHARS_PER_TOKEN = 4
 MAX_BREAKPOINTS = 4
 DEFAULT_TTL = "5m"
+LOOKBACK_BLOCKS = 20
+TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
 
 
 def canonical_json(block: Any) -> str:
@@ -131,39 +135,64 @@ def count_input_tokens(body: Mapping[str, Any]) -> int:
 
 
 class PromptCache:
-    """The stand-in's prompt cache: prefix digests written at breakpoints. Thread-safe.
+    """The stand-in's prompt cache: prefix digests written at breakpoints, with expiry. Thread-safe.
 
-    Entries do not expire; ``clear()`` empties the cache.
+    ``clock`` (seconds, monotonic) decides expiry; tests can pass a fake one and move it on.
     """
 
-    def __init__(self) -> None:
-        self._entries: set[str] = set()
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._entries: dict[str, tuple[float, str]] = {}  # digest -> (expires at, ttl)
         self._lock = threading.Lock()
+        self.clock = clock
 
     def clear(self) -> None:
         """Forget every cached prefix."""
         with self._lock:
             self._entries.clear()
 
-    def account(self, body: Mapping[str, Any]) -> InputUsage:
-        """Split a request's input tokens into input/read/write, then write its breakpoints."""
+    def account(self, body: Mapping[str, Any], *, minimum: int = 0) -> InputUsage:
+        """Split a request's input tokens into input/read/write, then write its breakpoints.
+
+        A breakpoint whose prefix is shorter than ``minimum`` tokens is neither written nor read.
+        """
         segments = prompt_segments(body)
         ends = _running_totals(segments)
-        breakpoints = [i for i, segment in enumerate(segments) if segment.breakpoint]
+        total = ends[-1] if ends else 0
+        breakpoints = [
+            i for i, segment in enumerate(segments) if segment.breakpoint and ends[i] >= minimum
+        ]
         if not breakpoints:
-            return InputUsage(input_tokens=ends[-1] if ends else 0)
-        last = breakpoints[-1]
+            return InputUsage(input_tokens=total)
         with self._lock:
-            hits = [i for i in range(last + 1) if segments[i].digest in self._entries]
-            read = ends[hits[-1]] if hits else 0
-            self._entries.update(segments[i].digest for i in breakpoints)
+            now = self.clock()
+            self._entries = {d: e for d, e in self._entries.items() if e[0] > now}
+            hit = self._longest_hit(segments, breakpoints)
+            read = ends[hit] if hit is not None else 0
+            if hit is not None:
+                self._touch(segments[hit].digest, self._entries[segments[hit].digest][1], now)
+            for index in breakpoints:
+                self._touch(segments[index].digest, segments[index].breakpoint or DEFAULT_TTL, now)
         written = _written_by_ttl(segments, ends, breakpoints, read)
         return InputUsage(
-            input_tokens=ends[-1] - ends[last],
+            input_tokens=total - read - sum(written.values()),
             cache_read_input_tokens=read,
             cache_creation_5m=written.get("5m", 0),
             cache_creation_1h=written.get("1h", 0),
         )
+
+    def _longest_hit(
+        self, segments: Sequence[PromptSegment], breakpoints: Sequence[int]
+    ) -> int | None:
+        best: int | None = None
+        for index in breakpoints:
+            for position in range(index, max(-1, index - LOOKBACK_BLOCKS), -1):
+                if segments[position].digest in self._entries:
+                    best = position if best is None else max(best, position)
+                    break
+        return best
+
+    def _touch(self, digest: str, ttl: str, now: float) -> None:
+        self._entries[digest] = (now + TTL_SECONDS.get(ttl, TTL_SECONDS[DEFAULT_TTL]), ttl)
 
 
 def _running_totals(segments: Sequence[PromptSegment]) -> list[int]:

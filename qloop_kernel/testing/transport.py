@@ -70,27 +70,40 @@ class Exchange:
     def send_json(self, status: int, data: Any, headers: Mapping[str, str] | None = None) -> None:
         """Send a complete JSON response."""
         payload = json.dumps(data, ensure_ascii=False).encode()
-        self._start(status, {"content-type": "application/json", **(headers or {})})
+        self.send_bytes(status, payload, {"content-type": "application/json", **(headers or {})})
+
+    def send_bytes(self, status: int, payload: bytes, headers: Mapping[str, str]) -> None:
+        """Send a complete response with this body, whatever it holds."""
+        self._start(status, headers)
         self._handler.send_header("content-length", str(len(payload)))
         self._handler.end_headers()
         self._handler.wfile.write(payload)
 
-    def start_events(self) -> None:
+    def start_events(
+        self,
+        content_type: str = "text/event-stream; charset=utf-8",
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
         """Send the headers of a server-sent event stream."""
         self._start(
             200,
             {
-                "content-type": "text/event-stream; charset=utf-8",
+                "content-type": content_type,
                 "cache-control": "no-cache",
                 "transfer-encoding": "chunked",
+                **(headers or {}),
             },
         )
         self._handler.end_headers()
 
     def send_event(self, name: str, data: Mapping[str, Any]) -> None:
         """Send one server-sent event as one chunk."""
-        payload = encode_event(name, data)
-        self._handler.wfile.write(b"%x\r\n%s\r\n" % (len(payload), payload))
+        self.send_chunk(encode_event(name, data))
+
+    def send_chunk(self, payload: bytes) -> None:
+        """Send bytes as one chunk of a chunked response."""
+        if payload:
+            self._handler.wfile.write(b"%x\r\n%s\r\n" % (len(payload), payload))
 
     def end_events(self) -> None:
         """End the stream cleanly with the terminating chunk."""
