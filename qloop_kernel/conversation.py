@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from .context import ContextPolicy
 from .loop import CancelToken, ModelClient, QueryLoop, TurnObserver
 from .messages import (
+    Block,
     Message,
     ModelEvent,
     ModelResponse,
@@ -60,10 +61,52 @@ def answers_every_tool_call(messages: list[Message]) -> bool:
     return True
 
 
+_DROPPED_ON_ADOPT = ("thinking", "redacted_thinking")
+
+
+def adoptable(messages: list[Message]) -> list[Message] | None:
+    """Saved messages made fit to send again, or None if they cannot form a valid conversation."""
+    cleaned: list[Message] = []
+    for message in redact(messages):
+        content = message.get("content")
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        if not isinstance(content, list):
+            return None
+        blocks = [_without_cache_marks(b) for b in content if _kept_on_adopt(b)]
+        if not blocks:
+            return None
+        cleaned.append({"role": message.get("role"), "content": blocks})
+    roles = [m["role"] for m in cleaned]
+    alternating = all(a != b for a, b in zip(roles, roles[1:], strict=False))
+    if not cleaned or roles[0] != "user" or roles[-1] != "assistant" or not alternating:
+        return None
+    return cleaned if answers_every_tool_call(cleaned) else None
+
+
+def _kept_on_adopt(block: Any) -> bool:
+    if not isinstance(block, dict) or block.get("type") in _DROPPED_ON_ADOPT:
+        return False
+    return not (block.get("type") == "text" and not str(block.get("text", "")).strip())
+
+
+def _without_cache_marks(block: Block) -> Block:
+    cleaned = {k: v for k, v in block.items() if k != "cache_control"}
+    if isinstance(cleaned.get("content"), list):
+        cleaned["content"] = [
+            _without_cache_marks(b) if isinstance(b, dict) else b for b in cleaned["content"]
+        ]
+    return cleaned
+
+
 class RecordStore(Protocol):
     """Where records go: the notebook (comm + output mirror) in a kernel, a list in tests."""
 
-    def save(self, record: CellRecord) -> None: ...
+    def save(self, record: CellRecord) -> None:
+        """Seal (stamp, digest, sign) and write a record of this kernel's turn."""
+
+    def keep(self, record: CellRecord) -> None:
+        """Write a saved record unchanged (a replay shows it again; digest and signature kept)."""
 
 
 @dataclass
@@ -108,12 +151,10 @@ class ConversationManager:
         self,
         *,
         settings: Settings | None = None,
-        store: RecordStore | None = None,
         context_policy: ContextPolicy | None = None,
         system_prompt: str = SYSTEM_PROMPT,
     ) -> None:
         self.settings = settings or Settings()
-        self.store = store
         self.context_policy = context_policy or ContextPolicy()
         self.system_prompt = system_prompt
         self.always_allowed: set[str] = set()
@@ -136,8 +177,9 @@ class ConversationManager:
         cell_id: str | None = None,
         observer: TurnObserver | None = None,
         cancel: CancelToken | None = None,
+        store: RecordStore | None = None,
     ) -> tuple[TurnResult, CellRecord]:
-        """Run one turn of the shared conversation and save its record."""
+        """Run one turn of the shared conversation and save its record to ``store``."""
         price = settings.resolved_price(model.model)
         started_at = now_iso()
         history = self.context_policy.apply(self.messages)
@@ -154,10 +196,10 @@ class ConversationManager:
             )  # fmt: skip
 
         def save_running(observer: _SavingObserver) -> None:
-            self._save(record_of(None, observer.outcomes, observer.progress))
+            self._save(record_of(None, observer.outcomes, observer.progress), store)
 
         saving = _SavingObserver(observer or TurnObserver(), save_running)
-        self._save(record_of(None, [], TurnProgress()))
+        self._save(record_of(None, [], TurnProgress()), store)
         loop = QueryLoop(
             model, runtime, system=self.system_prompt, limits=settings.limits(), price=price,
             observer=saving, cancel=cancel,
@@ -166,19 +208,26 @@ class ConversationManager:
         self.messages.extend(result.messages[len(history) :])
         self._account(result)
         record = record_of(result, result.outcomes, saving.progress)
-        self._save(record)
+        self._save(record, store)
         return result, record
+
+    def keep(self, record: CellRecord, store: RecordStore | None) -> None:
+        """Show a saved record again, unchanged (a replay): the store writes it as it was."""
+        if store is not None:
+            store.keep(record)
 
     def adopt(self, record: CellRecord) -> bool:
         """Take a replayed record's messages into the shared conversation (no model call made).
 
-        They are redacted again: the record may come from a kernel whose environment had other secrets.
-        A record whose tool calls are not all answered would make the next request fail: it is left out,
-        and False says so.
+        Adopting is an approved act (the replay card says so). The messages are cleaned for the API:
+        redacted again (the record may come from a kernel with other secrets), without cache markers,
+        thinking blocks (allowed to be left out of earlier turns) or empty text. A record whose messages
+        would make the next request fail is left out, and False says so.
         """
-        if not answers_every_tool_call(record.messages):
+        messages = adoptable(record.messages)
+        if messages is None:
             return False
-        self.messages.extend(redact(record.messages))
+        self.messages.extend(messages)
         if record.cell_id:
             self.records[record.cell_id] = record
         return True
@@ -193,8 +242,8 @@ class ConversationManager:
         else:
             totals.cost_usd += result.cost_usd
 
-    def _save(self, record: CellRecord) -> None:
+    def _save(self, record: CellRecord, store: RecordStore | None) -> None:
         if record.cell_id:
             self.records[record.cell_id] = record
-        if self.store is not None:
-            self.store.save(record)
+        if store is not None:
+            store.save(record)

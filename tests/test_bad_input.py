@@ -37,7 +37,8 @@ from qloop_kernel.headless.runner import AgentNotebookClient
 from qloop_kernel.testing import StandInAPI, text
 from qloop_kernel.testing.scripted import ScriptedModel, respond
 from qloop_kernel.notebook.tools import builtin_tools
-from qloop_kernel.tools.runtime import MAX_RESULT_CHARS, TRUNCATION_MARKER, Tool, ToolRuntime
+from qloop_kernel.text import MARKER as TRUNCATION_MARKER
+from qloop_kernel.tools.runtime import MAX_RESULT_CHARS, Tool, ToolRuntime
 
 HARMLESS = re.compile(r"fuzz_[a-h]{1,8} = -?\d{1,12}")
 RESULT_BOUND = MAX_RESULT_CHARS + len(TRUNCATION_MARKER) + 20  # the marker's numbers grow a little
@@ -392,7 +393,7 @@ def crafted_cases() -> list[tuple[str, str, Any, str | None]]:
         ("failed", "--approve auto", record("Case failed.", tool_calls=[step("ran_failed = True", is_error=True)]), None),
         ("other_tool", "--approve auto", record("Case other_tool.", tool_calls=[step("ran_other = True", name="inspect_variable")]), None),
         ("code_not_text", "--approve auto", record("Case code_not_text.", tool_calls=[step(["ran_list = True"])]), None),
-        ("version_2", "--approve auto", changed(good, schema_version=2), f"{refused} has schema_version 2"),
+        ("version_3", "--approve auto", changed(good, schema_version=3), f"{refused} has schema_version 3"),
         ("version_text", "--approve auto", changed(good, schema_version="1"), f"{refused} has schema_version '1'"),
         ("version_missing", "--approve auto", {k: v for k, v in good.items() if k != "schema_version"}, f"{refused} has schema_version None"),
         ("too_large", "--approve auto", huge, f"{refused} is too large"),
@@ -401,8 +402,9 @@ def crafted_cases() -> list[tuple[str, str, Any, str | None]]:
         ("zero_digest", "--approve auto", changed(good, digest="sha256:" + "0" * 64), f"{refused} {digest}"),
         ("extra_field", "--approve auto", changed(good, run={"code": "ran_extra = True"}), f"{refused} is invalid"),
         ("not_an_object", "--approve auto", [good], f"{refused} is not an object"),
-        ("readonly_policy", "", record("Case readonly_policy.", tool_calls=[step("ran_policy = True")]), None),
-        ("deny_policy", "--approve deny", record("Case deny_policy.", tool_calls=[step("ran_deny = True")]), None),
+        # The cell's own text never chooses the policy for hidden code: the kernel's configuration does.
+        ("option_ignored", "--approve deny", record("Case option_ignored.", tool_calls=[step("ran_option = True")]), None),
+        ("received", "--approve auto", changed(record("Case received.", tool_calls=[step("ran_received = True")]), signature=""), None),
     ]  # fmt: skip
 
 
@@ -440,23 +442,25 @@ def test_crafted_records_run_nothing_but_approved_steps_and_follow_the_policy(
     with StandInAPI() as api:  # the model must never be called: any request would fail
         for name, value in api.environment().items():
             monkeypatch.setenv(name, value)
-        monkeypatch.delenv("QLOOP_APPROVAL", raising=False)  # headless default: readonly
+        monkeypatch.setenv("QLOOP_APPROVAL", "auto")  # the kernel's policy for hidden code
+        monkeypatch.delenv("QLOOP_REPLAY_RECEIVED", raising=False)
         client = AgentNotebookClient(
             nb, progress=io.StringIO(), timeout=120, kernel_name="python3", allow_errors=True
         )
         client.execute()
         assert api.requests == []
-    assert nb.cells[-1].outputs[0]["text"].strip() == "['ran_control']"
+    assert nb.cells[-1].outputs[0]["text"].strip() == "['ran_control', 'ran_option']"
     cases = crafted_cases()
     shown = {key: outputs_text(cell) for cell, (key, *_) in zip(nb.cells[1:-1], cases, strict=True)}
     for key, _, _, refusal in cases:
+        if key == "received":
+            continue
         if refusal is None:
             assert "Error" not in shown[key] and "replaying the saved turn" in shown[key], key
         else:
             assert_refused(nb.cells[1 + [c[0] for c in cases].index(key)], refusal)
-    denied = "replay not run: not run: the approval policy is '{}'"
-    assert denied.format("readonly") in shown["readonly_policy"]
-    assert denied.format("deny") in shown["deny_policy"]
+    assert "AgentError: replay not run: the saved record was received from elsewhere" in shown["received"]
+    assert "qloop run --replay-received" in shown["received"]
 
 
 def assert_refused(cell: Any, refusal: str) -> None:

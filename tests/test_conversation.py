@@ -27,6 +27,9 @@ class ListStore:
     def save(self, record):
         self.saved.append(record)
 
+    def keep(self, record):
+        self.saved.append(record)
+
 
 def run_code(code: str) -> list:
     """Run code."""
@@ -42,16 +45,18 @@ def make_runtime():
 
 def test_turns_share_one_conversation_and_records_are_saved_as_they_grow():
     store = ListStore()
-    manager = ConversationManager(store=store)
+    manager = ConversationManager()
     model = ScriptedModel(
         [respond(tool_use("run_code", {"code": "df = 1"})), respond(text("made df")),
          respond(text("df is 1"))]
     )  # fmt: skip
     first, record = manager.run_turn(
-        "make df", model=model, runtime=make_runtime(), settings=Settings(), cell_id="c1"
+        "make df", model=model, runtime=make_runtime(), settings=Settings(), cell_id="c1",
+        store=store,
     )
     second, _ = manager.run_turn(
-        "what is df?", model=model, runtime=make_runtime(), settings=Settings(), cell_id="c2"
+        "what is df?", model=model, runtime=make_runtime(), settings=Settings(), cell_id="c2",
+        store=store,
     )
     assert first.status == second.status == "completed"
     statuses = [s.status for s in store.saved]

@@ -1,7 +1,10 @@
 """Secrets never reach the model, the saved notebook or the logs.
 
-Unit tests of the redaction rules and of each path to the model (prompt, tool results, replayed
-messages), then a canary test over a whole notebook run against the stand-in.
+Unit tests of the redaction rules (secret values, key shapes, credentials in URLs and connection
+strings, private variables, the file-descriptor relay) and of each path to the model (prompt, tool
+results, replayed messages), then canary tests through real kernels and `qloop run`: every output stream
+(IOPub), the saved notebook, the stand-in's request log, the log file, and the kernel's own
+stdout/stderr.
 """
 
 from __future__ import annotations
@@ -9,9 +12,12 @@ from __future__ import annotations
 import io
 import json
 import os
+import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
@@ -23,16 +29,32 @@ from qloop_kernel.settings import Settings
 from qloop_kernel.messages import ToolCall
 from qloop_kernel.permissions import AutoApprover
 from qloop_kernel.records import CellRecord, Timings, load_record
-from qloop_kernel.redact import MIN_FRAGMENT, REDACTED, redact, redact_text, redacted_output
+from jupyter_client.manager import KernelManager
+
+import tests.kernel_client
+from qloop_kernel.headless import cli
+from qloop_kernel.redact import (
+    MIN_FRAGMENT,
+    REDACTED,
+    PrivateVariables,
+    connection_passwords,
+    redact,
+    redact_text,
+    redacted_fds,
+    redacted_output,
+)
 from qloop_kernel.headless.runner import AgentNotebookClient
 from qloop_kernel.testing import Reply, StandInAPI, text, tool_use
 from qloop_kernel.testing.scripted import ScriptedModel, respond
 from qloop_kernel.notebook.tools import builtin_tools
 from qloop_kernel.tools.runtime import ToolRuntime
+from tests.agent_outputs import result_text, saved_record, tool_results
 from tests.kernel_client import LabKernel
 
 KEY = "sk-ant-api03-Qc4nary7Key0Zx9Wv2Ut5Sr8Pq1On4Ml7Kj0Ih3Gf6Ed9Cb2Aa5Yy8Xx1Ww4Vv7Uu0Tt3-AbCdEfAA"
 TOKEN = "qtok9F3kZ7mQ2xW8vB5nL1cR6tY4hJ0dG"  # not shaped like any known key
+DB_PASSWORD = "pgPass7Kq2Zx9Wv4Lm"  # inside DATABASE_URL: a URL's password, the name is no secret
+DATABASE_URL = f"postgres://analyst:{DB_PASSWORD}@db.internal:5432/sales"
 
 
 def pieces(secret: str, size: int = MIN_FRAGMENT) -> list[str]:
@@ -182,11 +204,13 @@ def test_tool_results_never_carry_a_secret_or_a_piece_of_it(shell: InteractiveSh
 def test_the_prompt_is_redacted_before_it_is_sent_and_saved(secrets_env: None) -> None:
     model = ScriptedModel([respond(text("ok"))])
     saved: list[CellRecord] = []
-    manager = ConversationManager(store=type("Store", (), {"save": lambda _, r: saved.append(r)})())
+    manager = ConversationManager()
+    store = type("Store", (), {"save": lambda _, r: saved.append(r)})()
     prompt = f"Use the token {TOKEN} and the key {KEY} to fetch the data."
     runtime = ToolRuntime.of([], AutoApprover())
     manager.run_turn(
-        prompt, model=model, runtime=runtime, settings=Settings(model="m"), cell_id="c"
+        prompt, model=model, runtime=runtime, settings=Settings(model="m"), cell_id="c",
+        store=store,
     )
     sent = json.dumps(model.requests[0].messages)
     assert f"Use the token {REDACTED} and the key {REDACTED}" in sent

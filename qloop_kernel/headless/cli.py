@@ -6,8 +6,15 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TextIO
 
 from ..permissions import POLICIES
+from ..redact import redact_text
+
+
+def _say(text: str, file: TextIO | None = None) -> None:
+    """Print one line, redacted: a notebook's prompts and errors may quote secrets."""
+    print(redact_text(text), file=file)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -21,6 +28,10 @@ def _run(args: argparse.Namespace) -> int:
     nb = nbformat.read(source, as_version=4)
     if args.approve:
         os.environ["QLOOP_APPROVAL"] = args.approve
+    if args.replay_received:
+        from ..notebook.replay import RECEIVED_OPT_IN
+
+        os.environ[RECEIVED_OPT_IN] = "1"  # the kernel inherits it; a notebook cannot set it
     client = AgentNotebookClient(
         nb,
         timeout=args.timeout,
@@ -31,11 +42,11 @@ def _run(args: argparse.Namespace) -> int:
     try:
         client.execute()
     except CellExecutionError as exc:
-        print(f"qloop run: a cell failed: {_first_line(exc)}", file=sys.stderr)
+        _say(f"qloop run: a cell failed: {_first_line(exc)}", file=sys.stderr)
         status = 1
     finally:
         nbformat.write(nb, out)
-        print(f"qloop run: wrote {out}", file=sys.stderr)
+        _say(f"qloop run: wrote {out}", file=sys.stderr)
     return status
 
 
@@ -61,20 +72,20 @@ def _show(args: argparse.Namespace) -> int:
         try:
             rec = load_record(saved)
         except RecordError as exc:
-            rows.append((str(index), "", "invalid", "", "", str(exc)[:60]))
+            rows.append((str(index), "", "invalid", "", "", redact_text(str(exc))[:60]))
             continue
         tokens = sum(rec.usage.model_dump().values())
         cost = "" if rec.cost_usd is None else f"${rec.cost_usd:.4f}"
-        prompt = rec.prompt.replace("\n", " ")
+        prompt = redact_text(rec.prompt).replace("\n", " ")  # before the cut: no piece shows
         rows.append(
             (str(index), prompt[:48], rec.status, str(len(rec.replay_steps())), f"{tokens:,}", cost)
         )
     if len(rows) == 1:
-        print("no agent cells with saved records")
+        _say("no agent cells with saved records")
         return 0
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
-        print(
+        _say(
             "  ".join(value.ljust(width) for value, width in zip(row, widths, strict=True)).rstrip()
         )
     return 0
@@ -84,7 +95,7 @@ def _install_kernel(args: argparse.Namespace) -> int:
     from .kernelspec import install
 
     where = install(user=args.user, prefix=args.prefix, name=args.name)
-    print(f"installed kernel spec '{args.name}' in {where}")
+    _say(f"installed kernel spec '{args.name}' in {where}")
     return 0
 
 
@@ -95,6 +106,12 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("notebook")
     run.add_argument("-o", "--output", help="where to write (default: NAME.executed.ipynb)")
     run.add_argument("--approve", choices=POLICIES, help="approval policy (default: readonly)")
+    run.add_argument(
+        "--replay-received",
+        action="store_true",
+        help="replay saved agent steps that were not written by your kernel (a notebook you received); "
+        "read them first with `qloop show`",
+    )
     run.add_argument("--timeout", type=float, default=600, help="seconds per cell (default 600)")
     run.add_argument("--kernel", default="python3", help="kernel name (default python3)")
     run.set_defaults(func=_run)

@@ -31,7 +31,20 @@ class KernelAgent:
 
     def __init__(self, shell: Any, settings: Settings) -> None:
         self.shell = shell
+        self.base_settings = settings  # from config and environment: the policy for hidden code
         self.manager = ConversationManager(settings=settings)
+
+    def tools(self, settings: Settings) -> list[Any]:
+        from .tools import builtin_tools
+
+        return builtin_tools(self.shell, code_timeout_s=settings.code_timeout)
+
+    def replay_runtime(self) -> Any:
+        """The turn's tools; their approval was given once, by the replay's card or policy."""
+        from ..permissions import AutoApprover
+        from ..tools.runtime import ToolRuntime
+
+        return ToolRuntime.of(self.tools(self.manager.settings), AutoApprover())
 
     def policy_for(self, settings: Settings, cell: CellContext) -> Policy:
         return settings.approve or ("ask" if cell.interactive else "readonly")
@@ -52,9 +65,9 @@ class KernelAgent:
                 raise UsageError(str(exc)) from None
             # The saved prompt is redacted: compare it with the prompt as it would be saved.
             if record.prompt == redact_text(prompt) and record.status == "completed":
-                from .replay import replay
+                from .replay import replay, replay_policy
 
-                replay(self, record, options.settings, cell)
+                replay(self, record, replay_policy(self.base_settings, cell), cell)
                 return None
         return self.run_turn(prompt, options.settings, cell)
 
@@ -64,7 +77,6 @@ class KernelAgent:
         from .approval import CardApprover
         from .display import TurnDisplay, line
         from .threaded import ThreadedModel
-        from .tools import builtin_tools
 
         _check_credentials()
         try:
@@ -74,7 +86,7 @@ class KernelAgent:
         policy = self.policy_for(settings, cell)
         interactive = cell.interactive and policy == "ask"
         approver = policy_approver(policy, CardApprover() if cell.interactive else None)
-        tools = builtin_tools(self.shell, code_timeout_s=settings.code_timeout)
+        tools = self.tools(settings)
         runtime = ToolRuntime.of(tools, approver, always_allowed=self.manager.always_allowed)
         cards = {t.name for t in tools if t.requires_approval} if interactive else set()
         cancel = CancelToken()
@@ -87,11 +99,10 @@ class KernelAgent:
         if policy in ("readonly", "deny") and not cell.interactive and settings.approve is None:
             line("headless run: code steps are denied (policy 'readonly'); allow them with "
                  "`--approve auto` or QLOOP_APPROVAL=auto", "warn")  # fmt: skip
-        self.manager.store = store_for(cell)
         model = ThreadedModel(AnthropicModel(settings.model))
         result, _ = self.manager.run_turn(
             prompt, model=model, runtime=runtime, settings=settings, cell_id=cell.cell_id,
-            observer=view, cancel=cancel,
+            observer=view, cancel=cancel, store=store_for(cell),
         )  # fmt: skip
         view.finish(result)
         if result.stop == Interrupted("keyboard"):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import threading
 from typing import Any
 
@@ -17,17 +18,27 @@ from IPython.display import display
 from ..permissions import AlwaysAllow, ApprovalRequest, Approve, ApproveEdited, Decision, Deny
 from .pump import wait_until, wake
 
+# Characters that reorder or hide text (Trojan Source): shown as visible marks, never applied.
+INVISIBLE = re.compile("[\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+
+
+def _visible(highlighted: str) -> str:
+    return INVISIBLE.sub(
+        lambda m: f"<span class='qloop-invisible' title='invisible character'>⟨U+{ord(m.group()):04X}⟩</span>",
+        highlighted,
+    )
+
 
 def highlight(code: str) -> str:
-    """Python source as syntax-highlighted HTML (inline styles, works in any frontend)."""
+    """Python source as syntax-highlighted HTML; invisible and bidi control characters made visible."""
     try:
         from pygments import highlight as pyg_highlight
         from pygments.formatters import HtmlFormatter
         from pygments.lexers import PythonLexer
     except ImportError:
-        return f"<pre>{html.escape(code)}</pre>"
+        return _visible(f"<pre>{html.escape(code)}</pre>")
     formatter = HtmlFormatter(noclasses=True, nowrap=False, style="default")
-    return str(pyg_highlight(code, PythonLexer(), formatter))
+    return _visible(str(pyg_highlight(code, PythonLexer(), formatter)))
 
 
 class ApprovalCard:
@@ -54,7 +65,7 @@ class ApprovalCard:
         self.status = widgets.HTML()
         self.approve.on_click(lambda _: self._decide(self._approval()))
         self.deny.on_click(lambda _: self._decide(Deny(self.reason.value.strip())))
-        self.always.on_click(lambda _: self._decide(AlwaysAllow()))
+        self.always.on_click(lambda _: self._decide(AlwaysAllow(self._edited_input())))
         self.edit.on_click(lambda _: self._show_editor())
         buttons = [self.approve, self.deny, self.reason]
         if allow_always:
@@ -74,24 +85,33 @@ class ApprovalCard:
         return f"<b>{name}</b> <span style='color:#57606a'>wants to run — approve?</span>"
 
     def _body(self) -> str:
+        notices = "".join(
+            f"<div class='qloop-card-notice'>{html.escape(str(n))}</div>"
+            for n in self.request.details.get("notices", [])
+        )
         steps = self.request.details.get("steps")
         if isinstance(steps, list):
-            return "".join(
+            return notices + "".join(
                 f"<div><i>step {i}</i>{highlight(str(s))}</div>" for i, s in enumerate(steps, 1)
             )
         if self._original is not None:
-            return highlight(self._original)
+            return notices + highlight(self._original)
         text = json.dumps(self.request.call.input, indent=2, ensure_ascii=False)
-        return f"<pre>{html.escape(text)}</pre>"
+        return notices + _visible(f"<pre>{html.escape(text)}</pre>")
 
     def _show_editor(self) -> None:
         self.editor.layout.display = "block"
 
-    def _approval(self) -> Decision:
+    def _edited_input(self) -> dict[str, Any] | None:
+        """The input as the card shows it at the moment of the click, if the user changed it."""
         field = self.request.editable_field
         if field is not None and self.editor.value != self._original:
-            return ApproveEdited({**self.request.call.input, field: self.editor.value})
-        return Approve()
+            return {**self.request.call.input, field: self.editor.value}
+        return None
+
+    def _approval(self) -> Decision:
+        edited = self._edited_input()
+        return Approve() if edited is None else ApproveEdited(edited)
 
     def _decide(self, decision: Decision) -> None:
         with self._lock:
@@ -136,8 +156,9 @@ def describe(decision: Decision) -> str:
             return "✔ approved"
         case ApproveEdited():
             return "✔ approved with your edits"
-        case AlwaysAllow():
-            return "✔ approved (always allowed for this session)"
+        case AlwaysAllow(input=edited):
+            edits = " with your edits" if edited is not None else ""
+            return f"✔ approved{edits} (always allowed for this session)"
         case Deny(reason=reason):
             return f"✘ denied: {reason}" if reason else "✘ denied"
     raise AssertionError(decision)  # pragma: no cover

@@ -10,7 +10,7 @@ import json
 import time
 from typing import Any
 
-from IPython.display import HTML, Markdown, display
+from IPython.display import HTML, display
 
 from ..loop import CancelToken, TurnObserver
 from ..messages import (
@@ -27,6 +27,19 @@ from ..messages import (
 )
 
 REFRESH_S = 0.15  # how often streamed Markdown is re-rendered
+# The model's text is never trusted HTML: the qloop extension renders this MIME type through the
+# sanitizer; frontends without it show the text/plain fallback.
+ANSWER_MIME = "application/vnd.qloop.answer+json"
+
+
+def answer_bundle(text: str, **flags: Any) -> dict[str, Any]:
+    """A display bundle for model-written Markdown (live or saved): never text/markdown or HTML."""
+    return {ANSWER_MIME: {"markdown": text, **flags}, "text/plain": text}
+
+
+def show_answer(text: str, **flags: Any) -> Any:
+    """Show model-written Markdown as untrusted text; returns the display handle."""
+    return display(answer_bundle(text, **flags), raw=True, display_id=True)
 
 
 def status_text(
@@ -145,9 +158,9 @@ class TurnDisplay(TurnObserver):
             return
         self._last_refresh = now
         if self._text_handle is None:
-            self._text_handle = display(Markdown(self._text), display_id=True)
+            self._text_handle = show_answer(self._text)
         else:
-            self._text_handle.update(Markdown(self._text))
+            self._text_handle.update(answer_bundle(self._text), raw=True)
 
     def _refresh_thinking(self) -> None:
         body = html.escape(self._thinking)
@@ -163,7 +176,7 @@ class TurnDisplay(TurnObserver):
     def _discard_partial(self) -> None:
         """A failed attempt's streamed text is not part of the answer: blank it before the retry."""
         if self._text_handle is not None:
-            self._text_handle.update(Markdown(""))
+            self._text_handle.update(answer_bundle(""), raw=True)
         if self._thinking_handle is not None:
             self._thinking_handle.update(HTML(""))
         self._text, self._text_handle = "", None

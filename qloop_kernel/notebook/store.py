@@ -14,7 +14,7 @@ from typing import Any
 from IPython.display import display
 
 from ..records import MIME_TYPE, CellRecord
-from ..records.text import summary_line, to_markdown
+from ..records.text import to_markdown
 
 log = logging.getLogger("qloop.store")
 COMM_TARGET = "qloop"
@@ -69,13 +69,14 @@ class NotebookStore:
     def save(self, record: CellRecord) -> None:
         self.publish(record.to_json(), record)
 
+    def keep(self, record: CellRecord) -> None:
+        self.publish(record.model_dump(mode="json"), record)
+
     def publish(self, data: dict[str, Any], record: CellRecord) -> None:
         """Show ``data`` (an already sealed record) in the mirror and send it to the frontend."""
-        bundle = {
-            MIME_TYPE: data,
-            "text/markdown": to_markdown(record),
-            "text/plain": summary_line(record),
-        }
+        # No text/markdown fallback: a frontend without the extension would render record text (the
+        # model's answer, code) as trusted Markdown. Plain text is safe everywhere.
+        bundle = {MIME_TYPE: data, "text/plain": to_markdown(record)}
         if self._handle is None:
             self._handle = display(bundle, raw=True, metadata=self.metadata, display_id=True)
         else:

@@ -5,6 +5,16 @@ Pure data: imports neither IPython, ipykernel nor ipywidgets.
 
 from __future__ import annotations
 
+from ..errors import RecordError
+from .build import (
+    TurnProgress,
+    bounded,
+    build_record,
+    image_placeholder,
+    saved_messages,
+    strip_images,
+    tool_call_record,
+)
 from .schema import (
     MAX_RECORD_BYTES,
     METADATA_KEY,
@@ -12,17 +22,12 @@ from .schema import (
     SCHEMA_VERSION,
     CellRecord,
     DecisionRecord,
+    EgressRecord,
     ImagePlaceholder,
-    RecordError,
     Timings,
     ToolCallRecord,
-    TurnProgress,
     UsageRecord,
-    build_record,
-    image_placeholder,
     load_record,
-    strip_images,
-    tool_call_record,
 )
 
 __all__ = [
@@ -32,15 +37,18 @@ __all__ = [
     "SCHEMA_VERSION",
     "CellRecord",
     "DecisionRecord",
+    "EgressRecord",
     "ImagePlaceholder",
     "RecordError",
     "Timings",
     "ToolCallRecord",
     "TurnProgress",
     "UsageRecord",
+    "bounded",
     "build_record",
     "image_placeholder",
     "load_record",
+    "saved_messages",
     "strip_images",
     "tool_call_record",
 ]

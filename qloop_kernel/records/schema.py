@@ -1,24 +1,23 @@
 """CellRecord: the versioned, validated record of one agent cell's turn, saved in cell metadata.
 
 Loading validates the record and its digest; a record that fails either is refused with a clear message and
-nothing is run from it. Secrets are redacted and image bytes replaced by placeholders before saving.
+nothing is run from it. The signature tells the user's own records from received ones (``signing``).
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..errors import RecordError
-from ..messages import ToolOutcome, TurnResult, Usage, now_iso
-from ..redact import redact
+from ..messages import now_iso
+from . import signing
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # version 1: the same fields, never signed
 METADATA_KEY = "qloop"
 MIME_TYPE = "application/vnd.qloop.transcript+json"
 MAX_RECORD_BYTES = 5_000_000
@@ -57,6 +56,7 @@ class ToolCallRecord(_Strict):
     id: str
     name: str
     input: dict[str, Any]
+    input_redacted: bool = False  # a secret was cut from the input: the saved input is not what ran
     decision: DecisionRecord
     is_error: bool = False
     output_summary: str = ""
@@ -78,8 +78,21 @@ class Timings(_Strict):
     approval_wait_s: float = 0.0
 
 
+class EgressRecord(_Strict):
+    """Something that left the kernel for the model during the turn."""
+
+    kind: Literal["prompt", "variables", "variable", "output", "history", "tool"]
+    name: str
+    chars: int = Field(0, ge=0)
+
+
+class RefusalRecord(_Strict):
+    category: str | None = None
+    explanation: str = ""
+
+
 class CellRecord(_Strict):
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[1, 2] = SCHEMA_VERSION
     session_id: str
     cell_id: str | None = None
     prompt: str
@@ -94,8 +107,11 @@ class CellRecord(_Strict):
     cost_usd: float | None = None
     model_calls: int = 0
     timings: Timings
+    egress: list[EgressRecord] = Field(default_factory=list)
+    refusal: RefusalRecord | None = None
     updated_at: str = ""
     digest: str = ""
+    signature: str = ""
 
     @field_validator("messages")
     @classmethod
@@ -118,15 +134,28 @@ class CellRecord(_Strict):
             and isinstance(call.input.get("code"), str)
         ]
 
+    def _body(self) -> bytes:
+        exclude: Any = {"digest", "signature"}
+        if self.schema_version == 1:  # what version 1 digested: the fields it had
+            exclude = {**dict.fromkeys(exclude | {"egress", "refusal"}, True),
+                       "tool_calls": {"__all__": {"input_redacted"}}}  # fmt: skip
+        body = _canonical(self.model_dump(mode="json", exclude=exclude))
+        text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return text.encode("utf-8")
+
     def computed_digest(self) -> str:
-        body = _canonical(self.model_dump(mode="json", exclude={"digest"}))
-        canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+        return "sha256:" + hashlib.sha256(self._body()).hexdigest()
+
+    def is_own(self) -> bool:
+        """Whether this user's kernel wrote the record (its signature verifies with the user's secret)."""
+        return signing.verify(self.signature, self._body())
 
     def sealed(self) -> CellRecord:
-        """A copy stamped with ``updated_at`` and its digest, ready to save."""
-        stamped = self.model_copy(update={"updated_at": now_iso(), "digest": ""})
-        return stamped.model_copy(update={"digest": stamped.computed_digest()})
+        """A copy stamped with ``updated_at``, its digest and this user's signature, ready to save."""
+        stamped = self.model_copy(update={"updated_at": now_iso(), "digest": "", "signature": ""})
+        body = stamped._body()
+        digest = "sha256:" + hashlib.sha256(body).hexdigest()
+        return stamped.model_copy(update={"digest": digest, "signature": signing.sign(body)})
 
     def to_json(self) -> dict[str, Any]:
         return self.sealed().model_dump(mode="json")
@@ -151,7 +180,7 @@ def load_record(data: object) -> CellRecord:
     if size > MAX_RECORD_BYTES:
         raise RecordError(f"the saved qloop record is too large ({size:,} bytes)")
     version = data.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if version not in READABLE_VERSIONS:
         raise RecordError(
             f"the saved qloop record has schema_version {version!r}; this version of qloop-kernel "
             f"reads version {SCHEMA_VERSION}. Re-run the cell with --fresh to make a new record"
@@ -171,120 +200,3 @@ def load_record(data: object) -> CellRecord:
             "runs. Re-run the cell with --fresh to make a new record"
         )
     return record
-
-
-def usage_record(usage: Usage) -> UsageRecord:
-    return UsageRecord(**usage.as_dict())
-
-
-def tool_call_record(outcome: ToolOutcome) -> ToolCallRecord:
-    images = [image_placeholder(b) for b in outcome.content if b.get("type") == "image"]
-    return ToolCallRecord(
-        id=outcome.call.id,
-        name=outcome.call.name,
-        input=redact(outcome.input_as_run),
-        decision=DecisionRecord(
-            kind=outcome.decision, reason=outcome.reason, at=outcome.decided_at
-        ),
-        is_error=outcome.is_error,
-        output_summary=redact(_summary(outcome.text)),
-        duration_s=round(outcome.duration_s, 4),
-        images=[i for i in images if i is not None],
-    )
-
-
-def _summary(text: str, limit: int = 2000) -> str:
-    return (
-        text
-        if len(text) <= limit
-        else text[:limit] + f"\n[... {len(text) - limit:,} more characters]"
-    )
-
-
-def image_placeholder(block: dict[str, Any]) -> ImagePlaceholder | None:
-    source = block.get("source")
-    if not isinstance(source, dict) or source.get("type") != "base64":
-        return None
-    raw = base64.b64decode(str(source.get("data", "")), validate=False)
-    return ImagePlaceholder(
-        mime=str(source.get("media_type", "image/png")),
-        bytes=len(raw),
-        sha256=hashlib.sha256(raw).hexdigest(),
-    )
-
-
-def strip_images(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Messages with every base64 image replaced by a text placeholder (size and hash)."""
-    return [_strip_value(m) for m in messages]
-
-
-def _strip_value(value: Any) -> Any:
-    if isinstance(value, list):
-        return [_strip_value(v) for v in value]
-    if not isinstance(value, dict):
-        return value
-    if value.get("type") == "image":
-        placeholder = image_placeholder(value)
-        if placeholder is not None:
-            return {
-                "type": "text",
-                "text": f"[image {placeholder.mime}, {placeholder.bytes:,} bytes, "
-                f"sha256 {placeholder.sha256[:16]}]",
-            }
-    return {k: _strip_value(v) for k, v in value.items()}
-
-
-@dataclass(frozen=True)
-class TurnProgress:
-    """What a running turn has spent so far (the finished turn's result carries the totals)."""
-
-    usage: Usage = field(default_factory=Usage)
-    cost_usd: float | None = None
-    model_calls: int = 0
-
-
-def build_record(
-    *,
-    session_id: str,
-    cell_id: str | None,
-    prompt: str,
-    model: str,
-    settings: dict[str, Any],
-    started_at: str,
-    result: TurnResult | None,
-    turn_messages: list[dict[str, Any]],
-    outcomes: list[ToolOutcome],
-    progress: TurnProgress | None = None,
-) -> CellRecord:
-    """The record of a turn, running (``result`` None) or finished. Redacted, images stripped."""
-    record = CellRecord(
-        session_id=session_id,
-        cell_id=cell_id,
-        prompt=redact(prompt),
-        model=model,
-        settings=redact(settings),
-        status="running" if result is None else result.status,
-        error=None if result is None or result.stop.status != "error" else redact(_error(result)),
-        answer=redact(result.final_text) if result else "",
-        messages=redact(strip_images(turn_messages)),
-        tool_calls=[tool_call_record(o) for o in outcomes],
-        timings=Timings(started_at=started_at),
-    )
-    spent = progress or TurnProgress()
-    if result is not None:
-        spent = TurnProgress(result.usage, result.cost_usd, result.model_calls)
-    record.usage = usage_record(spent.usage)
-    record.cost_usd = None if spent.cost_usd is None else round(spent.cost_usd, 6)
-    record.model_calls = spent.model_calls
-    if result is not None:
-        record.timings = Timings(
-            started_at=started_at,
-            ended_at=now_iso(),
-            elapsed_s=round(result.elapsed_s, 3),
-            approval_wait_s=round(result.approval_wait_s, 3),
-        )
-    return record
-
-
-def _error(result: TurnResult) -> str:
-    return str(getattr(result.stop, "message", result.status))

@@ -30,11 +30,11 @@ from ..permissions import (
     Deny,
 )
 from ..redact import redact_text
+from ..text import truncate as bounded
 
 log = logging.getLogger("qloop.tools")
 
 MAX_RESULT_CHARS = 20_000
-TRUNCATION_MARKER = "\n[... {omitted:,} characters omitted: output was longer than {limit:,} ...]\n"
 _ARG_LINE = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.+)$")
 
 
@@ -173,13 +173,8 @@ def strip_ansi(text: str) -> str:
 
 
 def truncate(text: str, limit: int = MAX_RESULT_CHARS) -> str:
-    """Keep the head and tail of ``text`` with an explicit marker in between."""
-    if len(text) <= limit:
-        return text
-    head = limit * 2 // 3
-    tail = limit - head
-    omitted = len(text) - head - tail
-    return text[:head] + TRUNCATION_MARKER.format(omitted=omitted, limit=limit) + text[-tail:]
+    """Keep the head and tail of ``text`` with the package's one truncation marker in between."""
+    return bounded(text, limit)
 
 
 def to_content(value: Any, limit: int = MAX_RESULT_CHARS) -> list[Block]:
@@ -256,16 +251,19 @@ class ToolRuntime:
         match decision:
             case Deny(reason=reason):
                 return "denied", reason, None
-            case AlwaysAllow():
+            case AlwaysAllow(input=None):
                 self.always_allowed.add(tool.name)
                 return "always", None, None
-            case Approve():
-                return "approved", None, None
-            case ApproveEdited(input=edited):
+            case AlwaysAllow(input=edited) | ApproveEdited(input=edited):
                 try:
-                    return "edited", None, tool.input_model.model_validate(edited)
+                    validated = tool.input_model.model_validate(edited)
                 except ValidationError as exc:
                     return "denied", "the edited input is invalid: " + str(exc), None
+                if isinstance(decision, AlwaysAllow):
+                    self.always_allowed.add(tool.name)
+                return "edited", None, validated
+            case Approve():
+                return "approved", None, None
         raise AssertionError(decision)  # pragma: no cover - the union is closed
 
     def _execute(

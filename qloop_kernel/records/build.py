@@ -1,0 +1,248 @@
+"""Building the record of a turn from its outcomes: redacted, images as placeholders, bounded in size.
+
+Every record the kernel writes can be read back: it is cut to the same limit ``load_record`` applies.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..messages import ToolOutcome, TurnResult, Usage, now_iso
+from ..redact import redact
+from ..text import truncate
+from .schema import (
+    MAX_RECORD_BYTES,
+    CellRecord,
+    DecisionRecord,
+    EgressRecord,
+    ImagePlaceholder,
+    Timings,
+    ToolCallRecord,
+    UsageRecord,
+)
+
+OUTPUT_SUMMARY_CHARS = 2000
+SIGNED_BLOCKS = ("thinking", "redacted_thinking")
+
+
+def usage_record(usage: Usage) -> UsageRecord:
+    return UsageRecord(**usage.as_dict())
+
+
+def tool_call_record(outcome: ToolOutcome) -> ToolCallRecord:
+    images = [image_placeholder(b) for b in outcome.content if b.get("type") == "image"]
+    saved_input = redact(outcome.input_as_run)
+    return ToolCallRecord(
+        id=outcome.call.id,
+        name=outcome.call.name,
+        input=saved_input,
+        input_redacted=saved_input != outcome.input_as_run,
+        decision=DecisionRecord(
+            kind=outcome.decision, reason=outcome.reason, at=outcome.decided_at
+        ),
+        is_error=outcome.is_error,
+        output_summary=redact(truncate(outcome.text, OUTPUT_SUMMARY_CHARS)),
+        duration_s=round(outcome.duration_s, 4),
+        images=[i for i in images if i is not None],
+    )
+
+
+def image_placeholder(block: dict[str, Any]) -> ImagePlaceholder | None:
+    source = block.get("source")
+    if not isinstance(source, dict) or source.get("type") != "base64":
+        return None
+    raw = base64.b64decode(str(source.get("data", "")), validate=False)
+    return ImagePlaceholder(
+        mime=str(source.get("media_type", "image/png")),
+        bytes=len(raw),
+        sha256=hashlib.sha256(raw).hexdigest(),
+    )
+
+
+def strip_images(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages with every base64 image replaced by a text placeholder (size and hash)."""
+    return [_strip_value(m) for m in messages]
+
+
+def _strip_value(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_strip_value(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if value.get("type") == "image":
+        placeholder = image_placeholder(value)
+        if placeholder is not None:
+            return {
+                "type": "text",
+                "text": f"[image {placeholder.mime}, {placeholder.bytes:,} bytes, "
+                f"sha256 {placeholder.sha256[:16]}]",
+            }
+    return {k: _strip_value(v) for k, v in value.items()}
+
+
+@dataclass(frozen=True)
+class TurnProgress:
+    """What a running turn has spent so far (the finished turn's result carries the totals)."""
+
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float | None = None
+    model_calls: int = 0
+
+
+def build_record(
+    *,
+    session_id: str,
+    cell_id: str | None,
+    prompt: str,
+    model: str,
+    settings: dict[str, Any],
+    started_at: str,
+    result: TurnResult | None,
+    turn_messages: list[dict[str, Any]],
+    outcomes: list[ToolOutcome],
+    progress: TurnProgress | None = None,
+) -> CellRecord:
+    """The record of a turn, running (``result`` None) or finished. Redacted, images stripped."""
+    record = CellRecord(
+        session_id=session_id,
+        cell_id=cell_id,
+        prompt=redact(prompt),
+        model=model,
+        settings=redact(settings),
+        status="running" if result is None else result.status,
+        error=None if result is None or result.stop.status != "error" else redact(_error(result)),
+        answer=redact(result.final_text) if result else "",
+        messages=saved_messages(turn_messages),
+        tool_calls=[tool_call_record(o) for o in outcomes],
+        egress=egress(prompt, outcomes),
+        timings=Timings(started_at=started_at),
+    )
+    spent = progress or TurnProgress()
+    if result is not None:
+        spent = TurnProgress(result.usage, result.cost_usd, result.model_calls)
+    record.usage = usage_record(spent.usage)
+    record.cost_usd = None if spent.cost_usd is None else round(spent.cost_usd, 6)
+    record.model_calls = spent.model_calls
+    if result is not None:
+        record.timings = Timings(
+            started_at=started_at,
+            ended_at=now_iso(),
+            elapsed_s=round(result.elapsed_s, 3),
+            approval_wait_s=round(result.approval_wait_s, 3),
+        )
+    return bounded(record)
+
+
+def _error(result: TurnResult) -> str:
+    return str(getattr(result.stop, "message", result.status))
+
+
+def saved_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages as saved: images as placeholders, secrets redacted, and signed blocks never altered.
+
+    A thinking block is signed by the API and must go back byte-identical, so one that holds a secret is
+    left out of the record rather than changed (the API allows omitting thinking of earlier turns).
+    """
+    saved = []
+    for message in strip_images(messages):
+        content = message.get("content")
+        if isinstance(content, list):
+            kept = [_saved_block(b) for b in content]
+            message = {**message, "content": [b for b in kept if b is not None]}
+            message = {k: redact(v) if k != "content" else v for k, v in message.items()}
+        else:
+            message = redact(message)
+        saved.append(message)
+    return saved
+
+
+def _saved_block(block: Any) -> Any:
+    if isinstance(block, dict) and block.get("type") in SIGNED_BLOCKS:
+        return block if redact(block) == block else None
+    return redact(block)
+
+
+_EGRESS_KIND = {
+    "list_variables": "variables",
+    "inspect_variable": "variable",
+    "run_code": "output",
+    "notebook_history": "history",
+}
+
+
+def egress(prompt: str, outcomes: list[ToolOutcome]) -> list[EgressRecord]:
+    """What left the kernel for the model: the prompt and each tool result that was sent."""
+    sent = [EgressRecord(kind="prompt", name="prompt", chars=len(prompt))]
+    for outcome in outcomes:
+        if outcome.decision == "denied":
+            continue
+        kind = _EGRESS_KIND.get(outcome.call.name, "tool")
+        name = outcome.call.name
+        if kind == "variable":
+            name = str(outcome.input_as_run.get("name", ""))[:200]
+        sent.append(EgressRecord(kind=kind, name=name, chars=len(outcome.text)))  # type: ignore[arg-type]
+    return sent
+
+
+# Long texts are cut in this order until the record fits; code steps are never cut (replay runs them).
+_BODY_LIMITS = (20_000, 4_000, 1_000)
+
+
+def bounded(record: CellRecord, limit: int = MAX_RECORD_BYTES) -> CellRecord:
+    """``record`` cut to fit ``limit`` bytes of JSON, each cut marked; the same limit loading applies."""
+    if _size(record) <= limit:
+        return record
+    for chars in _BODY_LIMITS:
+        record = record.model_copy(
+            update={
+                "answer": truncate(record.answer, chars * 5),
+                "prompt": truncate(record.prompt, chars * 5),
+                "error": None if record.error is None else truncate(record.error, chars),
+                "messages": [_cut_message(m, chars) for m in record.messages],
+                "tool_calls": [_cut_call(c, chars) for c in record.tool_calls],
+            }
+        )
+        if _size(record) <= limit:
+            return record
+    # Still too large: the conversation is dropped (later cells will not see this turn).
+    record = record.model_copy(update={"messages": []})
+    if _size(record) > limit:
+        raise ValueError(f"the turn's record does not fit in {limit:,} bytes even when cut")
+    return record
+
+
+def _size(record: CellRecord) -> int:
+    return len(json.dumps(record.model_dump(mode="json"), ensure_ascii=False).encode("utf-8")) + 400
+
+
+def _cut_message(message: dict[str, Any], chars: int) -> dict[str, Any]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return {**message, "content": truncate(content, chars)}
+    if not isinstance(content, list):
+        return message
+    return {**message, "content": [_cut_block(b, chars) for b in content if _keep_when_cut(b)]}
+
+
+def _keep_when_cut(block: Any) -> bool:
+    return not (isinstance(block, dict) and block.get("type") in SIGNED_BLOCKS)
+
+
+def _cut_block(block: Any, chars: int) -> Any:
+    if not isinstance(block, dict):
+        return block
+    if isinstance(block.get("text"), str):
+        return {**block, "text": truncate(block["text"], chars)}
+    if block.get("type") == "tool_result" and isinstance(block.get("content"), list):
+        return {**block, "content": [_cut_block(b, chars) for b in block["content"]]}
+    if block.get("type") == "tool_result" and isinstance(block.get("content"), str):
+        return {**block, "content": truncate(block["content"], chars)}
+    return block
+
+
+def _cut_call(call: ToolCallRecord, chars: int) -> ToolCallRecord:
+    return call.model_copy(update={"output_summary": truncate(call.output_summary, min(chars, 2000))})
