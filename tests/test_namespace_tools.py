@@ -13,8 +13,11 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
+from qloop_kernel.messages import ToolCall
+from qloop_kernel.permissions import AutoApprover
 from qloop_kernel.tools.history import notebook_history
-from qloop_kernel.tools.namespace import inspect_variable, list_variables
+from qloop_kernel.tools.namespace import MAX_ROWS, inspect_variable, list_variables
+from qloop_kernel.tools.runtime import Tool, ToolInputError, ToolRuntime
 from qloop_kernel.tools.summaries import bounded_repr, fit_text
 
 
@@ -126,19 +129,19 @@ def test_list_variables_limit_and_max_chars() -> None:
 def test_unknown_names_suggest_close_ones() -> None:
     Model = collections.namedtuple("Model", "weights bias")
     namespace = {"sales_df": 1, "sales_2023": 2, "model": Model([1.0], 0.5)}
-    with pytest.raises(KeyError) as unknown:
+    with pytest.raises(ToolInputError) as unknown:
         inspect_variable(namespace, "sales_fd")
     assert str(unknown.value).startswith("No variable named 'sales_fd'. Did you mean: sales_df")
-    with pytest.raises(KeyError, match="has no attribute 'wieghts'. Did you mean: weights"):
+    with pytest.raises(ToolInputError, match="has no attribute 'wieghts'. Did you mean: weights"):
         inspect_variable(namespace, "model.wieghts")
-    with pytest.raises(KeyError, match="Use list_variables"):
+    with pytest.raises(ToolInputError, match="Use list_variables"):
         inspect_variable(namespace, "zzz")
     assert inspect_variable(namespace, "model.weights").startswith("model.weights: list, 1 items")
 
 
 @pytest.mark.parametrize("path", ["df['a']", "f()", "a..b", "", "1x"])
 def test_only_names_and_dotted_attributes(path: str) -> None:
-    with pytest.raises(ValueError, match="not a variable name"):
+    with pytest.raises(ToolInputError, match="not a variable name"):
         inspect_variable({"df": 1}, path)
 
 
@@ -147,19 +150,45 @@ def test_bad_paging_input() -> None:
     cases = [
         ({"offset": 2}, "offset 2 is past the end: there are 2 rows"),
         ({"offset": -1}, "offset must be 0 or more"),
-        ({"rows": -1}, "rows must be between"),
-        ({"rows": 5_000}, "rows must be between"),
+        ({"rows": -1}, "rows must be between 0 and 1,000"),
+        ({"rows": 5_000}, "rows must be between 0 and 1,000, got 5,000; to see more, call again"),
         ({"columns": ["prize"]}, r"unknown column\(s\) \['prize'\]; did you mean \['price'\]"),
         ({"columns": []}, "at least one column"),
-        ({"max_chars": 50}, "max_chars"),
     ]
     for kwargs, message in cases:
-        with pytest.raises(ValueError, match=message):
+        with pytest.raises(ToolInputError, match=message):
             inspect_variable(namespace, "df", **kwargs)
-    with pytest.raises(ValueError, match="columns= applies to DataFrames only"):
+    with pytest.raises(ValueError, match="max_chars"):  # not a model input: a programming error
+        inspect_variable(namespace, "df", max_chars=50)
+    with pytest.raises(ToolInputError, match="columns= applies to DataFrames and tables only"):
         inspect_variable(namespace, "xs", columns=["a"])
-    with pytest.raises(ValueError, match="offset= does not apply"):
+    with pytest.raises(ToolInputError, match="offset= does not apply"):
         inspect_variable({"f": len}, "f", offset=1)
+    assert MAX_ROWS == 1_000
+
+
+def test_model_mistakes_are_plain_error_results() -> None:
+    """Through the tool runtime: the fix, and no traceback."""
+    namespace = {"df": pd.DataFrame({"price": [1.0, 2.0]})}
+
+    def inspect(name: str, offset: int = 0, rows: int | None = None) -> str:
+        """Inspect."""
+        return inspect_variable(namespace, name, offset=offset, rows=rows)
+
+    runtime = ToolRuntime.of([Tool.from_function(inspect)], AutoApprover())
+
+    def run_tool(**arguments: object) -> tuple[bool, str]:
+        outcome = runtime.run(ToolCall(id="toolu_1", name="inspect", input=arguments))
+        return outcome.is_error, outcome.text
+
+    assert run_tool(name="dff") == (True, "No variable named 'dff'. Did you mean: df?")
+    assert run_tool(name="df", offset=5) == (
+        True,
+        "offset 5 is past the end: there are 2 rows (valid offsets 0-1)",
+    )
+    is_error, text = run_tool(name="df", rows=2_000)
+    assert is_error and "between 0 and 1,000" in text and "offset=" in text
+    assert "Traceback" not in text
 
 
 # ---------------------------------------------------------------------------------------------

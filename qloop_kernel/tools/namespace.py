@@ -1,46 +1,46 @@
 """Read-only tools over the user's live namespace: ``list_variables`` and ``inspect_variable``.
 
 Both are pure functions of a namespace mapping (the IPython ``user_ns``) and return bounded
-plain text for the model. pandas and numpy are never imported here: their objects are
-recognised through ``sys.modules`` (see :mod:`qloop_kernel.tools.summaries`).
+plain text for the model. No data library is imported here, and lazy or distributed objects are
+described without computing them (see :mod:`qloop_kernel.tools.summaries`). Model mistakes
+(an unknown name, paging past the end) raise ``ToolInputError``, which the tool runtime reports
+as a plain error result that says how to fix the call.
 """
 
 from __future__ import annotations
 
 import difflib
-import inspect
-import sys
 import types
 from collections.abc import Container, Mapping, Sequence
 
 from qloop_kernel.tools import summaries
+from qloop_kernel.tools.runtime import ToolInputError
 from qloop_kernel.tools.summaries import (
-    bounded_repr,
+    DEFAULT_ROWS,
+    MAX_ROWS,
     cut,
     fit_text,
-    format_bytes,
-    format_shape,
     format_table,
-    is_dataframe,
     is_function_like,
-    is_ndarray,
-    is_series,
     qualified_name,
-    shape_of,
 )
 
 IPYTHON_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit"})
 MIN_MAX_CHARS = 500  # room for a title, a table header and a truncation marker
-MAX_ROWS = 1_000
-_PREVIEW_TYPES = (bool, int, float, complex, str, bytes, type(None))
+MAX_CHARS = 8_000  # default size of one tool result
+__all__ = [
+    "DEFAULT_ROWS",
+    "MAX_CHARS",
+    "MAX_ROWS",
+    "UnknownNameError",
+    "inspect_variable",
+    "list_variables",
+    "resolve_path",
+]
 
 
-class UnknownNameError(KeyError):
+class UnknownNameError(ToolInputError):
     """A variable or attribute that does not exist; the message suggests close names."""
-
-    def __str__(self) -> str:
-        # KeyError's own __str__ shows the repr of its argument, quotes and all.
-        return str(self.args[0]) if self.args else ""
 
 
 def list_variables(
@@ -48,7 +48,7 @@ def list_variables(
     *,
     hidden: Container[str] = (),
     limit: int = 200,
-    max_chars: int = 8000,
+    max_chars: int = MAX_CHARS,
 ) -> str:
     """List the user's variables, one line each: name, type, shape or length, memory, details.
 
@@ -56,9 +56,11 @@ def list_variables(
     classes or functions imported from libraries (those defined in the notebook are kept).
     When ``hidden`` is a mapping (IPython's ``shell.user_ns_hidden``), a hidden name the user
     has since rebound to another object is listed, as IPython's ``%who`` does. Memory is
-    ``memory_usage(deep=False)`` for pandas objects, ``nbytes`` for numpy arrays and the shallow
-    ``sys.getsizeof`` otherwise. At most ``limit`` variables and ``max_chars`` characters are
-    returned; a final line says how many variables were left out.
+    ``memory_usage(deep=False)`` for pandas objects, ``nbytes`` for arrays, the estimated size
+    of polars and Arrow tables and the shallow ``sys.getsizeof`` otherwise; lazy collections
+    (dask, Spark, polars LazyFrame) are described without computing them, so their row counts
+    show as ``?``. At most ``limit`` variables and ``max_chars`` characters are returned; a
+    final line says how many variables were left out.
     """
     if limit < 1:
         raise ValueError(f"limit must be at least 1, got {limit}")
@@ -72,7 +74,7 @@ def list_variables(
     rows = [_variable_row(name, namespace[name]) for name in names[:limit]]
     header = ["name", "type", "shape/len", "memory", "details"]
     table = format_table(header, rows).split("\n")
-    title = f"{len(names):,} user variables (memory is shallow except pandas/numpy objects):"
+    title = f"{len(names):,} user variables (memory is shallow except data frames and arrays):"
     return _fit_lines([title, table[0]], table[1:], len(names), max_chars, limit)
 
 
@@ -82,30 +84,40 @@ def inspect_variable(
     *,
     columns: Sequence[str] | None = None,
     offset: int = 0,
-    rows: int = 5,
-    max_chars: int = 8000,
+    rows: int | None = None,
+    max_chars: int = MAX_CHARS,
 ) -> str:
     """Type-aware summary of one variable, or of an attribute path such as ``model.coef_``.
 
     DataFrames: shape, dtypes, memory, index, ``rows`` rows from ``offset`` (of the selected
     ``columns``), then per column the null count and statistics, computed on a deterministic
-    sample for big frames. Series and numpy arrays likewise; containers, strings, functions,
-    classes, modules and other objects get their own summaries. The text is at most
-    ``max_chars`` characters and ends with an explicit marker when it was cut.
+    sample for big frames. Series, arrays, polars and Arrow tables, xarray objects and tensors
+    likewise; lazy collections (dask, Spark, polars LazyFrame, Arrow datasets) are described
+    from their metadata, and rows are read from them only when ``rows`` is given. Containers,
+    strings, functions, classes, modules and other objects get their own summaries. ``rows``
+    defaults to DEFAULT_ROWS for in-memory data. The text is at most ``max_chars`` characters
+    and ends with an explicit marker when it was cut.
 
-    Raises KeyError (with close names) for an unknown variable or attribute, and ValueError for
-    a malformed name, unknown columns, or paging that does not fit the variable.
+    Raises ToolInputError (UnknownNameError, with close names, for an unknown variable or
+    attribute) for a malformed name, unknown columns, or paging that does not fit the variable.
     """
     _check_max_chars(max_chars)
-    if offset < 0:
-        raise ValueError(f"offset must be 0 or more, got {offset}")
-    if not 0 <= rows <= MAX_ROWS:
-        raise ValueError(f"rows must be between 0 and {MAX_ROWS:,} (page with offset=), got {rows}")
+    _check_paging(offset, rows)
     paging = summaries.Paging(columns=_column_names(columns), offset=offset, rows=rows)
     path = name.strip()
     obj = resolve_path(namespace, path)
     text = summaries.summarize(obj, path, paging)
     return fit_text(text, max_chars, "narrow it with columns=, offset= and rows=")
+
+
+def _check_paging(offset: int, rows: int | None) -> None:
+    if offset < 0:
+        raise ToolInputError(f"offset must be 0 or more, got {offset:,}")
+    if rows is not None and not 0 <= rows <= MAX_ROWS:
+        raise ToolInputError(
+            f"rows must be between 0 and {MAX_ROWS:,}, got {rows:,}; to see more, call again "
+            f"with offset= (for example offset={MAX_ROWS:,}, rows={MAX_ROWS:,} for the next page)"
+        )
 
 
 def resolve_path(namespace: Mapping[str, object], path: str) -> object:
@@ -115,7 +127,7 @@ def resolve_path(namespace: Mapping[str, object], path: str) -> object:
     """
     parts = path.split(".")
     if not all(part.isidentifier() for part in parts):
-        raise ValueError(
+        raise ToolInputError(
             f"{path!r} is not a variable name or dotted attribute path (such as df or "
             "model.coef_); indexing and calls are not supported"
         )
@@ -164,7 +176,7 @@ def _column_names(columns: Sequence[str] | None) -> tuple[str, ...] | None:
         return None
     names = (columns,) if isinstance(columns, str) else tuple(str(column) for column in columns)
     if not names:
-        raise ValueError("columns must name at least one column (or be omitted)")
+        raise ToolInputError("columns must name at least one column (or be omitted)")
     return names
 
 
@@ -189,57 +201,11 @@ def _is_hidden(name: str, value: object, hidden: Container[str]) -> bool:
 
 def _variable_row(name: str, value: object) -> list[str]:
     kind = "class" if isinstance(value, type) else qualified_name(type(value))
-    return [cut(name, 40), cut(kind, 40), _size_text(value), _memory_text(value), _details(value)]
-
-
-def _size_text(value: object) -> str:
-    shape = shape_of(value)
-    if shape is not None:
-        return format_shape(shape)
-    if isinstance(value, type) or not hasattr(type(value), "__len__"):
-        return ""
     try:
-        return f"{len(value):,}"  # type: ignore[arg-type]
-    except Exception:
-        return ""
-
-
-def _memory_text(value: object) -> str:
-    if is_function_like(value):  # the size of a function or class object means nothing here
-        return ""
-    try:
-        if is_dataframe(value):
-            size = int(value.memory_usage(deep=False).sum())  # type: ignore[attr-defined]
-        elif is_series(value):
-            size = int(value.memory_usage(deep=False))  # type: ignore[attr-defined]
-        elif is_ndarray(value):
-            size = int(value.nbytes)  # type: ignore[attr-defined]
-        else:
-            size = sys.getsizeof(value)
-    except Exception:  # a broken __sizeof__ or memory_usage must not hide the variable
-        return ""
-    return format_bytes(size)
-
-
-def _details(value: object) -> str:
-    if is_dataframe(value):
-        counts = value.dtypes.value_counts()  # type: ignore[attr-defined]
-        return cut(", ".join(f"{count} {dtype}" for dtype, count in counts.items()), 60)
-    if is_series(value) or is_ndarray(value):
-        return f"dtype {value.dtype}"  # type: ignore[attr-defined]
-    if is_function_like(value):
-        return _signature_text(value)
-    if isinstance(value, _PREVIEW_TYPES) or type(value).__module__ == "numpy":
-        return bounded_repr(value, 40)
-    return ""
-
-
-def _signature_text(value: object) -> str:
-    try:
-        signature = str(inspect.signature(value))  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return ""
-    return cut(getattr(value, "__name__", "") + signature, 60)
+        brief = summaries.brief(value)
+    except Exception:  # a broken property or __sizeof__ must not hide the variable
+        brief = summaries.Brief()
+    return [cut(name, 40), cut(kind, 40), brief.size, brief.memory, brief.details]
 
 
 def _fit_lines(head: list[str], rows: list[str], total: int, max_chars: int, limit: int) -> str:

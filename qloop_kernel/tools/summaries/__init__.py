@@ -1,0 +1,108 @@
+"""Type-aware, size-bounded text summaries of live Python objects, one module per kind.
+
+Nothing here imports pandas, numpy, dask, pyspark, polars, pyarrow, xarray, torch or jax:
+their objects are recognised through the modules of their classes and ``sys.modules``, so the
+summaries cost nothing at kernel start and work where those libraries are not installed. Every
+summary is bounded in size and in work: big in-memory data is summarised from a deterministic
+sample, no full ``repr()`` of a big container, string or array is built, and lazy or
+distributed collections are described from their metadata without computing them.
+
+Modules: ``common`` (limits, paging, detection, text), ``reprs`` (bounded repr),
+``containers``, ``pandas``, ``numpy``, ``polars``, ``arrow``, ``xarray``, ``tensors``,
+``lazy`` (dask, Spark, polars LazyFrame), ``callables`` (functions, classes, modules) and
+``objects`` (everything else).
+"""
+
+from __future__ import annotations
+
+from qloop_kernel.tools.runtime import ToolInputError
+
+from . import arrow, callables, containers, lazy, numpy, objects, pandas, polars, tensors, xarray
+from .callables import is_function_like
+from .common import (
+    DEFAULT_ROWS,
+    MAX_ROWS,
+    Brief,
+    Kind,
+    Paging,
+    cut,
+    fit_text,
+    format_bytes,
+    format_shape,
+    format_table,
+    libraries_of,
+    qualified_name,
+    shape_of,
+)
+from .numpy import is_ndarray
+from .pandas import is_dataframe, is_series
+from .reprs import bounded_repr
+
+# Most specific first: library kinds, then Python's own types, then the generic summary.
+KINDS: list[Kind] = [
+    *pandas.KINDS,
+    *numpy.KINDS,
+    *lazy.KINDS,
+    *polars.KINDS,
+    *arrow.KINDS,
+    *xarray.KINDS,
+    *tensors.KINDS,
+    *callables.KINDS,
+    *containers.KINDS,
+]
+
+
+def kind_of(obj: object) -> Kind | None:
+    """The kind that summarises ``obj``, or None for the generic summary."""
+    libraries = libraries_of(type(obj))
+    for kind in KINDS:
+        if (not kind.libraries or kind.libraries & libraries) and kind.matches(obj):
+            return kind
+    return None
+
+
+def summarize(obj: object, label: str, paging: Paging) -> str:
+    """Type-aware text summary of ``obj`` titled ``label`` (not yet cut to a size limit).
+
+    Raises ToolInputError when ``paging`` does not apply to the object or points past its end.
+    """
+    kind = kind_of(obj)
+    if paging.columns is not None and (kind is None or not kind.takes_columns):
+        raise ToolInputError(
+            f"columns= applies to DataFrames and tables only; {label!r} is a "
+            f"{qualified_name(type(obj))}"
+        )
+    if kind is None:
+        return objects.summarize_object(obj, label, paging)
+    return kind.summarize(obj, label, paging)
+
+
+def brief(obj: object) -> Brief:
+    """The shape or length, memory and details of ``obj`` for one row of ``list_variables``."""
+    kind = kind_of(obj)
+    return objects.brief_object(obj) if kind is None else kind.brief(obj)
+
+
+__all__ = [
+    "DEFAULT_ROWS",
+    "KINDS",
+    "MAX_ROWS",
+    "Brief",
+    "Kind",
+    "Paging",
+    "bounded_repr",
+    "brief",
+    "cut",
+    "fit_text",
+    "format_bytes",
+    "format_shape",
+    "format_table",
+    "is_dataframe",
+    "is_function_like",
+    "is_ndarray",
+    "is_series",
+    "kind_of",
+    "qualified_name",
+    "shape_of",
+    "summarize",
+]

@@ -1,0 +1,317 @@
+"""Shared pieces of the summaries: limits, paging, kinds, type detection and text formatting.
+
+Libraries are never imported here: an object's library is read from the modules of its class
+and its MRO, and a library's classes are looked up only in modules already in ``sys.modules``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import numbers
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from qloop_kernel.tools.runtime import ToolInputError
+
+SAMPLE_ROWS = 10_000  # rows behind the statistics of a big DataFrame or Series
+ARRAY_SAMPLE = 100_000  # elements behind the statistics of a big array
+SAMPLE_SEED = 0
+EXACT_NULL_CELLS = 4_000_000  # cells scanned for exact null counts, weighted by scan cost
+LISTED_COLUMNS = 60  # columns described one per line when the caller picks none
+HEAD_COLUMNS = 12  # columns shown in the head when the caller picks none
+HEAD_COLWIDTH = 40
+HEAD_ELEMENTS = 1_000  # elements of a lazy or device array brought in for a head
+SMALL_ARRAY_CELLS = 100  # arrays and frames up to this size are shown with their own repr
+REPR_ITEMS = 10  # container items rendered inside a bounded repr
+REPR_DEPTH = 3
+TYPE_SCAN = 10_000  # container elements scanned for the element-type census
+ITEM_CHARS = 300
+STR_EXCERPT = 3_000
+BYTES_EXCERPT = 400
+DOC_CHARS = 1_500
+SOURCE_CHARS = 4_000
+NAMES_CHARS = 1_500
+VALUE_CHARS = 1_000
+PLAN_CHARS = 1_500
+MAX_ATTRIBUTES = 30
+DEFAULT_ROWS = 5  # rows shown of in-memory data when the caller does not say
+MAX_ROWS = 1_000  # the most rows (or items) one call shows
+
+# Methods of deferred or out-of-core collections: an unknown object with one of these is
+# never rendered, measured or iterated, since any of that may run its computation.
+LAZY_MARKERS = ("__dask_graph__", "compute", "persist", "collect", "execute")
+
+
+@dataclass(frozen=True)
+class Paging:
+    """Which part of a variable to show: selected columns and a window of rows/items.
+
+    ``rows`` is None when the caller did not ask: in-memory data then shows
+    ``DEFAULT_ROWS`` rows, and lazy data shows none (reading rows would compute them).
+    """
+
+    columns: tuple[str, ...] | None = None
+    offset: int = 0
+    rows: int | None = None
+
+    @property
+    def head_rows(self) -> int:
+        """Rows to show of in-memory data."""
+        return DEFAULT_ROWS if self.rows is None else self.rows
+
+    @property
+    def rows_asked(self) -> int:
+        """Rows the caller asked for explicitly (0 when not asked)."""
+        return self.rows or 0
+
+
+@dataclass(frozen=True)
+class Brief:
+    """One row of ``list_variables``: shape or length, memory, details (each may be empty)."""
+
+    size: str = ""
+    memory: str = ""
+    details: str = ""
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of object with its own summary: how to recognise it and how to describe it."""
+
+    name: str
+    libraries: frozenset[str]  # top-level packages that define it; empty for Python's own types
+    matches: Callable[[Any], bool]
+    summarize: Callable[[Any, str, Paging], str]
+    brief: Callable[[Any], Brief]
+    takes_columns: bool = False
+
+
+# ---------------------------------------------------------------------------------------------
+# Type detection without imports
+# ---------------------------------------------------------------------------------------------
+
+
+def loaded_module(name: str) -> Any:
+    """The module ``name`` if it has already been imported, else None (never imports it)."""
+    return sys.modules.get(name)
+
+
+def loaded_class(module: str, name: str) -> type | None:
+    """Class ``name`` of an already imported ``module``, or None."""
+    found = loaded_module(module)
+    # vars(), not getattr(): a module-level __getattr__ may import or warn on access.
+    cls = vars(found).get(name) if found is not None else None
+    return cls if isinstance(cls, type) else None
+
+
+def instance_of(obj: object, module: str, *names: str) -> bool:
+    """Whether ``obj`` is an instance of one of the classes ``names`` of loaded ``module``."""
+    classes = tuple(cls for name in names if (cls := loaded_class(module, name)) is not None)
+    return bool(classes) and isinstance(obj, classes)
+
+
+def libraries_of(cls: type) -> frozenset[str]:
+    """Top-level packages that define ``cls`` or one of its bases (``builtins`` included)."""
+    return _libraries(cls)
+
+
+@lru_cache(maxsize=512)
+def _libraries(cls: type) -> frozenset[str]:
+    return frozenset(_top_module(base) for base in cls.__mro__)
+
+
+def _top_module(cls: type) -> str:
+    return str(getattr(cls, "__module__", None) or "").partition(".")[0]
+
+
+def is_plain_python(cls: type) -> bool:
+    """Whether ``cls`` and all its bases come from Python itself or from the notebook."""
+    return all(
+        library in sys.stdlib_module_names or library in ("builtins", "__main__", "")
+        for library in libraries_of(cls)
+    )
+
+
+def is_lazy_like(obj: object) -> bool:
+    """Whether ``obj`` is of a library class with the methods of a deferred collection."""
+    cls = type(obj)
+    if is_plain_python(cls) or isinstance(obj, type):
+        return False
+    return any(hasattr(cls, marker) for marker in LAZY_MARKERS)
+
+
+def qualified_name(cls: type) -> str:
+    """Short qualified name of a class: ``pandas.DataFrame``, ``dict``, ``Thing`` (notebook)."""
+    module = str(getattr(cls, "__module__", None) or "")
+    name = name_of(cls)
+    if module in ("builtins", "__main__", ""):
+        return name
+    for public in _public_modules(module):
+        found = loaded_module(public)
+        if found is not None and vars(found).get(name) is cls:
+            return f"{public}.{name}"
+    return f"{module}.{name}"
+
+
+def _public_modules(module: str) -> list[str]:
+    """``a``, ``a.b``, ... up to (not including) ``module``: where a class is re-exported."""
+    parts = module.split(".")
+    return [".".join(parts[:depth]) for depth in range(1, len(parts))] if parts[1:] else []
+
+
+def name_of(obj: object) -> str:
+    """``__qualname__`` or ``__name__`` of ``obj``, or ``?``."""
+    return str(getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or "?")
+
+
+def shape_of(obj: object) -> tuple[int, ...] | None:
+    """The ``shape`` of an array-like object (numpy, pandas, torch, ...), or None."""
+    if isinstance(obj, type) or not hasattr(type(obj), "shape"):
+        return None
+    try:
+        shape = obj.shape  # type: ignore[attr-defined]
+    except Exception:
+        return None
+    if isinstance(shape, tuple) and all(isinstance(dim, int) for dim in shape):
+        return shape
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Paging checks (model mistakes: ToolInputError, which the runtime reports without a traceback)
+# ---------------------------------------------------------------------------------------------
+
+
+def check_offset(offset: int, length: int, unit: str) -> None:
+    """Raise ToolInputError when ``offset`` is past the end of ``length`` rows/items/characters."""
+    if offset and offset >= length:
+        raise ToolInputError(
+            f"offset {offset:,} is past the end: there are {length:,} {unit} "
+            f"(valid offsets 0-{max(length - 1, 0):,})"
+        )
+
+
+def window(paging: Paging, length: int, unit: str) -> tuple[int, int]:
+    """Start and stop of the rows/items to show of in-memory data of ``length``."""
+    check_offset(paging.offset, length, unit)
+    return paging.offset, min(length, paging.offset + paging.head_rows)
+
+
+def reject_paging(obj: object, label: str, paging: Paging) -> None:
+    """Raise ToolInputError when an offset is given for an object that cannot be paged."""
+    if paging.offset:
+        raise ToolInputError(
+            f"offset= does not apply to {label!r} ({qualified_name(type(obj))}); "
+            "it pages DataFrames, Series, arrays, containers and strings"
+        )
+
+
+def pick_columns(names: Sequence[str], columns: tuple[str, ...] | None) -> list[int]:
+    """Positions of ``columns`` among ``names`` (all when None); unknown names are an error."""
+    if columns is None:
+        return list(range(len(names)))
+    by_name: dict[str, int] = {}
+    for position, text in enumerate(names):
+        by_name.setdefault(text, position)
+    unknown = [name for name in columns if name not in by_name]
+    if unknown:
+        raise ToolInputError(f"unknown column(s) {unknown}; {close_columns(unknown[0], names)}")
+    return list(dict.fromkeys(by_name[name] for name in columns))
+
+
+def close_columns(name: str, names: Sequence[str]) -> str:
+    """A hint for a misspelt column: close names, or the columns there are."""
+    close = difflib.get_close_matches(name, list(names), n=5, cutoff=0.5)
+    if close:
+        return f"did you mean {close}?"
+    return f"the frame has {len(names):,} columns: {cut(str(list(names)), 400)}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Text
+# ---------------------------------------------------------------------------------------------
+
+
+def format_bytes(size: int) -> str:
+    """Human-readable byte count with 1024-based units, like ``DataFrame.info()``."""
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if value < 1024 or unit == "TB":
+            return f"{size} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def format_shape(shape: Sequence[float]) -> str:
+    """``(1000000, 50)`` as ``1,000,000 x 50``; an unknown (NaN) length as ``?``; 0-d as ``0-d``."""
+    return " x ".join(_dim(dim) for dim in shape) if len(shape) else "0-d"
+
+
+def _dim(dim: float) -> str:
+    return "?" if isinstance(dim, float) and math.isnan(dim) else f"{int(dim):,}"
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters, ending in ``...`` when cut."""
+    if len(text) <= limit:
+        return text
+    return text[: max(0, limit - 3)] + "..."
+
+
+def fit_text(text: str, max_chars: int, hint: str) -> str:
+    """Cut ``text`` to ``max_chars``, preferably at a line end, with an explicit marker.
+
+    The marker says how much was left out and ``hint`` tells the reader how to see the rest.
+    """
+    if len(text) <= max_chars:
+        return text
+    widest = f"{len(text):,}"
+    template = "\n[... output truncated: {} of {} characters not shown; {}]"
+    budget = max_chars - len(template.format(widest, widest, hint))
+    end = text.rfind("\n", 0, budget + 1)
+    if end < budget // 2:
+        end = max(budget, 0)
+    return text[:end] + template.format(f"{len(text) - end:,}", widest, hint)
+
+
+def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Plain-text table with left-aligned columns separated by two spaces."""
+    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in (header, *rows)
+    ]
+    return "\n".join(lines)
+
+
+def format_number(value: object) -> str:
+    """Compact text for a statistic: ints exactly, floats to 6 significant digits."""
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    if isinstance(value, numbers.Real):
+        number = float(value)
+        return "nan" if math.isnan(number) else f"{number:.6g}"
+    return cut(str(value), 40)
+
+
+def count_with_share(count: int, total: int) -> str:
+    """``1,234 (12.3%)``, or ``0``."""
+    return f"{count:,} ({count / total:.1%})" if count and total else f"{count:,}"
+
+
+def dtype_counts(dtypes: Sequence[object]) -> str:
+    """``2 int64, 1 str``: how many columns have each dtype, most common first."""
+    counts: dict[str, int] = {}
+    for dtype in dtypes:
+        counts[str(dtype)] = counts.get(str(dtype), 0) + 1
+    ordered = sorted(counts.items(), key=lambda item: -item[1])
+    return ", ".join(f"{count} {dtype}" for dtype, count in ordered) or "none"
+
+
+def lazy_note(what: str, how: str) -> str:
+    """The line that says what was not computed, and how the user can compute it."""
+    return f"Not computed: {what} ({how})."

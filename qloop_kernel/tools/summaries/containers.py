@@ -1,0 +1,151 @@
+"""Python's own containers, strings and bytes.
+
+Containers of other libraries (which may load or compute on ``len()`` or iteration) are left to
+their own kinds or to the generic summary; only Python's types and their subclasses are walked.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter, deque
+from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from itertools import islice
+from typing import Any
+
+from .common import (
+    BYTES_EXCERPT,
+    ITEM_CHARS,
+    NAMES_CHARS,
+    STR_EXCERPT,
+    TYPE_SCAN,
+    Brief,
+    Kind,
+    Paging,
+    check_offset,
+    cut,
+    format_bytes,
+    is_plain_python,
+    qualified_name,
+    window,
+)
+from .reprs import DICT_VIEWS, bounded_repr
+
+_BUILTIN_COLLECTIONS = (list, tuple, set, frozenset, deque, range, *DICT_VIEWS)
+
+
+def type_census(items: Iterable[object]) -> str:
+    """``int (3), str (1)``: the types of ``items``, most common first."""
+    counts = Counter(qualified_name(type(item)) for item in items)
+    shown = ", ".join(f"{name} ({count:,})" for name, count in counts.most_common(8))
+    rest = len(counts) - 8
+    return (shown or "none") + (f", ... {rest} more types" if rest > 0 else "")
+
+
+def _census_scope(length: int) -> str:
+    return f" (first {TYPE_SCAN:,} scanned)" if length > TYPE_SCAN else ""
+
+
+def is_plain_mapping(obj: object) -> bool:
+    """A dict, or a mapping class of Python or the notebook."""
+    return isinstance(obj, dict) or (isinstance(obj, Mapping) and is_plain_python(type(obj)))
+
+
+def is_plain_collection(obj: object) -> bool:
+    """A list, tuple, set, deque, range or dict view, or such a class of Python or the notebook."""
+    if isinstance(obj, (str, bytes, bytearray)):
+        return False
+    if isinstance(obj, _BUILTIN_COLLECTIONS):
+        return True
+    return isinstance(obj, (Sequence, AbstractSet)) and is_plain_python(type(obj))
+
+
+def summarize_mapping(mapping: Mapping[Any, Any], label: str, paging: Paging) -> str:
+    """Length, key and value types, the first keys and a window of items."""
+    start, stop = window(paging, len(mapping), "items")
+    scanned = list(islice(mapping.items(), TYPE_SCAN))
+    lines = [
+        f"{label}: {qualified_name(type(mapping))}, {len(mapping):,} items",
+        f"Key types{_census_scope(len(mapping))}: {type_census(k for k, _ in scanned)}",
+        f"Value types{_census_scope(len(mapping))}: {type_census(v for _, v in scanned)}",
+        _keys_line(mapping),
+    ]
+    if stop > start:
+        lines += ["", f"Items {start:,}-{stop - 1:,} of {len(mapping):,}:"]
+        lines += [
+            f"  {bounded_repr(key, 100)}: {bounded_repr(value, ITEM_CHARS)}"
+            for key, value in islice(mapping.items(), start, stop)
+        ]
+    return "\n".join(lines)
+
+
+def _keys_line(mapping: Mapping[Any, Any]) -> str:
+    keys = ", ".join(bounded_repr(key, 60) for key in islice(mapping, 50))
+    rest = len(mapping) - 50
+    return f"Keys: {cut(keys, NAMES_CHARS)}" + (f" ... (+{rest:,} more)" if rest > 0 else "")
+
+
+def summarize_collection(items: Any, label: str, paging: Paging) -> str:
+    """Length, element types and a window of items."""
+    start, stop = window(paging, len(items), "items")
+    lines = [
+        f"{label}: {qualified_name(type(items))}, {len(items):,} items",
+        f"Element types{_census_scope(len(items))}: {type_census(islice(items, TYPE_SCAN))}",
+    ]
+    if stop > start:
+        ordered = isinstance(items, (Sequence, deque))
+        lines += [
+            "",
+            f"Items {start:,}-{stop - 1:,} of {len(items):,}"
+            f"{'' if ordered else ' (iteration order)'}:",
+        ]
+        lines += [
+            f"  [{index:,}] {bounded_repr(item, ITEM_CHARS)}"
+            for index, item in enumerate(islice(items, start, stop), start)
+        ]
+    return "\n".join(lines)
+
+
+def summarize_str(text: str, label: str, paging: Paging) -> str:
+    """Length, line count and a page of characters from ``offset``."""
+    check_offset(paging.offset, len(text), "characters")
+    stop = min(len(text), paging.offset + STR_EXCERPT)
+    lines = text.count("\n") + 1 if text else 0
+    header = f"{label}: {qualified_name(type(text))}, {len(text):,} characters, {lines:,} lines"
+    if not text:
+        return header + "\n(empty string)"
+    return (
+        f"{header}\nCharacters {paging.offset:,}-{stop - 1:,} of {len(text):,} "
+        f"(page with offset=):\n{text[paging.offset : stop]}"
+    )
+
+
+def summarize_bytes(data: bytes | bytearray, label: str, paging: Paging) -> str:
+    """Length and a page of bytes from ``offset``."""
+    check_offset(paging.offset, len(data), "bytes")
+    stop = min(len(data), paging.offset + BYTES_EXCERPT)
+    return (
+        f"{label}: {qualified_name(type(data))}, {len(data):,} bytes\n"
+        f"Bytes {paging.offset:,}-{max(stop - 1, 0):,}: "
+        f"{bytes(data[paging.offset : stop])!r}"
+    )
+
+
+def brief_sized(obj: Any) -> Brief:
+    """Length and shallow size; a short preview for strings and bytes."""
+    preview = bounded_repr(obj, 40) if isinstance(obj, (str, bytes)) else ""
+    return Brief(f"{len(obj):,}", format_bytes(sys.getsizeof(obj)), preview)
+
+
+KINDS = [
+    Kind("str", frozenset(), lambda obj: isinstance(obj, str), summarize_str, brief_sized),
+    Kind(
+        "bytes",
+        frozenset(),
+        lambda obj: isinstance(obj, (bytes, bytearray)),
+        summarize_bytes,
+        brief_sized,
+    ),
+    Kind("mapping", frozenset(), is_plain_mapping, summarize_mapping, brief_sized),
+    Kind("collection", frozenset(), is_plain_collection, summarize_collection, brief_sized),
+]

@@ -1,0 +1,164 @@
+"""numpy ndarrays: shape, dtype, memory, layout, statistics on a sample and rows along axis 0."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .common import (
+    ARRAY_SAMPLE,
+    ITEM_CHARS,
+    SAMPLE_SEED,
+    Brief,
+    Kind,
+    Paging,
+    count_with_share,
+    format_bytes,
+    format_number,
+    format_shape,
+    instance_of,
+    loaded_module,
+    qualified_name,
+    reject_paging,
+    window,
+)
+from .containers import type_census
+from .reprs import bounded_repr
+
+
+def is_ndarray(obj: object) -> bool:
+    """Whether ``obj`` is a numpy ndarray."""
+    return instance_of(obj, "numpy", "ndarray")
+
+
+def summarize_ndarray(array: Any, label: str, paging: Paging) -> str:
+    """Shape, dtype, memory, layout, statistics and a window of rows along axis 0."""
+    lines = [
+        f"{label}: {qualified_name(type(array))}, shape {array.shape}, dtype {array.dtype}, "
+        f"{format_bytes(array.nbytes)}, {_layout(array)}",
+        *array_statistics(array),
+        "",
+        array_head(array, label, paging),
+    ]
+    return "\n".join(lines).rstrip()
+
+
+def _layout(array: Any) -> str:
+    if array.flags.c_contiguous:
+        return "C-contiguous"
+    return "F-contiguous" if array.flags.f_contiguous else "strided view"
+
+
+def _array_sample(array: Any) -> Any:
+    np = loaded_module("numpy")
+    if array.size <= ARRAY_SAMPLE:
+        return array.reshape(-1)
+    flat = np.random.default_rng(SAMPLE_SEED).choice(array.size, ARRAY_SAMPLE, replace=False)
+    flat.sort()
+    # Fancy indexing by coordinates reads only the sampled elements, whatever the strides.
+    return array[np.unravel_index(flat, array.shape)]
+
+
+def array_statistics(array: Any) -> list[str]:
+    """One line of statistics of a numpy array, on a deterministic sample when it is big."""
+    kind = array.dtype.kind
+    if array.size == 0 or array.dtype.names or kind not in "biufcmMO":
+        return []
+    values = _array_sample(array)
+    note = (
+        "all elements"
+        if array.size <= ARRAY_SAMPLE
+        else f"a deterministic random sample of {ARRAY_SAMPLE:,} of {array.size:,} elements"
+    )
+    np = loaded_module("numpy")
+    with np.errstate(all="ignore"):
+        stats = _ARRAY_STATS[kind](np, values)
+    return [f"Statistics on {note}: {stats}"]
+
+
+def _bool_stats(np: Any, values: Any) -> str:
+    true = int(np.count_nonzero(values))
+    return f"True {count_with_share(true, len(values))}"
+
+
+def _integer_stats(np: Any, values: Any) -> str:
+    return (
+        f"min {format_number(values.min())}, max {format_number(values.max())}, "
+        f"mean {format_number(values.mean())}"
+    )
+
+
+def _float_stats(np: Any, values: Any) -> str:
+    missing = np.isnan(values)
+    nan_text = f"NaN {count_with_share(int(np.count_nonzero(missing)), len(values))}"
+    finite = values[~missing]
+    if not len(finite):
+        return nan_text
+    return f"{_integer_stats(np, finite)}, std {format_number(finite.std())}, {nan_text}"
+
+
+def _complex_stats(np: Any, values: Any) -> str:
+    return f"mean {values.mean()}, mean |x| {format_number(np.abs(values).mean())}"
+
+
+def _time_stats(np: Any, values: Any) -> str:
+    present = values[~np.isnat(values)]
+    nat = f"NaT {count_with_share(len(values) - len(present), len(values))}"
+    if not len(present):
+        return nat
+    return f"min {present.min()}, max {present.max()}, {nat}"
+
+
+def _object_stats(np: Any, values: Any) -> str:
+    return "element types " + type_census(values.tolist())
+
+
+_ARRAY_STATS: dict[str, Callable[[Any, Any], str]] = {
+    "b": _bool_stats,
+    "i": _integer_stats,
+    "u": _integer_stats,
+    "f": _float_stats,
+    "c": _complex_stats,
+    "m": _time_stats,
+    "M": _time_stats,
+    "O": _object_stats,
+}
+
+
+def array_head(array: Any, label: str, paging: Paging) -> str:
+    """A window of rows along axis 0 of a numpy array (the value of a 0-d array)."""
+    if array.ndim == 0:
+        reject_paging(array, label, paging)
+        return f"Value: {bounded_repr(array.item(), ITEM_CHARS)}"
+    start, stop = window(paging, array.shape[0], "rows along axis 0")
+    if stop <= start:
+        return ""
+    return f"Rows {start:,}-{stop - 1:,} along axis 0 (of {array.shape[0]:,}):\n" + format_array(
+        array[start:stop]
+    )
+
+
+def format_array(array: Any) -> str:
+    """numpy's own text for an array, with long edges elided and cells bounded."""
+    np = loaded_module("numpy")
+    element = {"object": lambda x: bounded_repr(x, 60), "numpystr": lambda x: bounded_repr(x, 60)}
+    return str(
+        np.array2string(
+            array,
+            threshold=200,
+            edgeitems=3,
+            max_line_width=100,
+            formatter=element,
+            separator=", ",
+        )
+    )
+
+
+def brief_ndarray(array: Any) -> Brief:
+    """Shape, bytes and dtype of an ndarray."""
+    return Brief(format_shape(array.shape), format_bytes(int(array.nbytes)), f"dtype {array.dtype}")
+
+
+KINDS = [
+    Kind("numpy.ndarray", frozenset({"numpy"}), is_ndarray, summarize_ndarray, brief_ndarray),
+]

@@ -1,0 +1,387 @@
+"""pandas DataFrame and Series: shape, dtypes, memory, index, a head and per-column statistics.
+
+Big frames are summarised from a deterministic random sample of rows. Null counts are exact
+where they cost nothing (integer and Arrow-backed columns), exact by scanning while the frame is
+small enough, and estimated from the sample (marked ``~``) beyond that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from itertools import islice
+from typing import Any
+
+from .common import (
+    EXACT_NULL_CELLS,
+    HEAD_COLUMNS,
+    HEAD_COLWIDTH,
+    LISTED_COLUMNS,
+    SAMPLE_ROWS,
+    SAMPLE_SEED,
+    Brief,
+    Kind,
+    Paging,
+    count_with_share,
+    cut,
+    dtype_counts,
+    format_bytes,
+    format_number,
+    format_shape,
+    format_table,
+    instance_of,
+    loaded_module,
+    pick_columns,
+    qualified_name,
+    window,
+)
+from .reprs import bounded_repr
+
+# Relative cost per cell of an exact null count, by the kind of column.
+_FREE, _NUMERIC_SCAN, _CHEAP_SCAN, _PYTHON_SCAN, _OBJECT_SCAN = 0, 1, 1, 3, 40
+
+
+def is_dataframe(obj: object) -> bool:
+    """Whether ``obj`` is a pandas DataFrame (pandas is not imported to find out)."""
+    return instance_of(obj, "pandas", "DataFrame")
+
+
+def is_series(obj: object) -> bool:
+    """Whether ``obj`` is a pandas Series."""
+    return instance_of(obj, "pandas", "Series")
+
+
+def summarize_dataframe(df: Any, label: str, paging: Paging) -> str:
+    """Shape, dtypes, memory, index, a head of rows and statistics per column."""
+    n_rows, n_cols = df.shape
+    positions = pick_columns([str(column) for column in df.columns], paging.columns)
+    start, stop = window(paging, n_rows, "rows")
+    listed = positions if paging.columns else positions[:LISTED_COLUMNS]
+    head = positions if paging.columns else positions[:HEAD_COLUMNS]
+    memory = int(df.memory_usage(deep=False).sum())
+    lines = [
+        f"{label}: {qualified_name(type(df))}, {n_rows:,} rows x {n_cols:,} columns, "
+        f"memory {format_bytes(memory)} (deep=False)",
+        f"dtypes: {dtype_counts(list(df.dtypes))}",
+        _index_line(df.index),
+        "",
+        _frame_head(df, head, start, stop),
+        "",
+        _columns_section(df, listed),
+    ]
+    return "\n".join(lines).rstrip()
+
+
+def _index_line(index: Any) -> str:
+    pd = loaded_module("pandas")
+    if isinstance(index, pd.RangeIndex):
+        return f"Index: {index!r}"
+    names = [name for name in index.names if name is not None]
+    parts = [qualified_name(type(index)), f"dtype {index.dtype}"]
+    if names:
+        parts.append(f"names {bounded_repr(names, 100)}")
+    if len(index):
+        parts.append(f"first {bounded_repr(index[0], 60)}, last {bounded_repr(index[-1], 60)}")
+    return "Index: " + ", ".join(parts)
+
+
+def _frame_head(df: Any, positions: list[int], start: int, stop: int) -> str:
+    if stop <= start:
+        return "No rows." if not len(df) else ""
+    shown = ""
+    if len(positions) < df.shape[1]:
+        shown = f"; {len(positions)} of {df.shape[1]:,} columns, pass columns=[...] to pick others"
+    table = df.iloc[start:stop, positions].to_string(max_colwidth=HEAD_COLWIDTH)
+    return f"Rows {start:,}-{stop - 1:,} of {len(df):,}{shown}:\n{table}"
+
+
+def _sample_positions(length: int) -> Any:
+    """Sorted positions of a seeded random sample, or None when everything fits in the sample."""
+    if length <= SAMPLE_ROWS:
+        return None
+    np = loaded_module("numpy")
+    positions = np.random.default_rng(SAMPLE_SEED).choice(length, SAMPLE_ROWS, replace=False)
+    positions.sort()
+    return positions
+
+
+def _sample_note(length: int, unit: str) -> str:
+    if length <= SAMPLE_ROWS:
+        return f"computed on all {length:,} {unit}"
+    return (
+        f"computed on a deterministic random sample of {SAMPLE_ROWS:,} of {length:,} {unit} "
+        f"(seed {SAMPLE_SEED})"
+    )
+
+
+def _column_kind(dtype: Any) -> str:
+    kind = getattr(dtype, "kind", "O")
+    if kind in "iuf":
+        return "numeric"
+    if kind in "mM":
+        return "datetime"
+    return "other"
+
+
+# ---------------------------------------------------------------------------------------------
+# Null counts
+# ---------------------------------------------------------------------------------------------
+
+
+def _is_arrow_backed(dtype: Any) -> bool:
+    return getattr(dtype, "storage", None) == "pyarrow" or hasattr(dtype, "pyarrow_dtype")
+
+
+def _null_scan_cost(dtype: Any) -> int:
+    """Relative cost per cell of an exact null count of a column of ``dtype``."""
+    np = loaded_module("numpy")
+    if isinstance(dtype, np.dtype):
+        if dtype.kind in "iub":
+            return _FREE
+        return _NUMERIC_SCAN if dtype.kind in "fcmM" else _OBJECT_SCAN
+    if _is_arrow_backed(dtype):
+        return _FREE  # Arrow arrays carry their null count
+    if getattr(dtype, "storage", None) == "python":
+        return _PYTHON_SCAN
+    return _CHEAP_SCAN if getattr(dtype, "name", "") == "category" else _PYTHON_SCAN
+
+
+def _exact_costs(costs: list[int], n_rows: int) -> set[int]:
+    """The scan costs whose columns are counted exactly: the cheapest kinds, within budget."""
+    exact = {_FREE}
+    spent = 0
+    for cost in sorted(set(costs) - {_FREE}):
+        spent += n_rows * cost * costs.count(cost)
+        if spent > EXACT_NULL_CELLS:
+            break
+        exact.add(cost)
+    return exact
+
+
+def _null_count(column: Any) -> int:
+    np = loaded_module("numpy")
+    dtype = column.dtype
+    if isinstance(dtype, np.dtype) and dtype.kind in "iub":
+        return 0
+    if isinstance(dtype, np.dtype) and dtype.kind in "fcmM":
+        values = column.to_numpy()
+        missing = np.isnan(values) if dtype.kind in "fc" else np.isnat(values)
+        return int(np.count_nonzero(missing))
+    if _is_arrow_backed(dtype):
+        return int(column.array.__arrow_array__().null_count)
+    return int(column.isna().sum())
+
+
+def _estimated_nulls(sample_column: Any) -> str:
+    share = float(sample_column.isna().mean()) if len(sample_column) else 0.0
+    return f"~{share:.1%}"
+
+
+def _null_texts(df: Any, sample: Any, listed: list[int]) -> tuple[list[str], bool]:
+    """Null count text per listed column, and whether any of them is estimated."""
+    n_rows = len(df)
+    dtypes = df.dtypes
+    costs = [_null_scan_cost(dtypes.iloc[position]) for position in listed]
+    exact = _exact_costs(costs, n_rows)
+    texts = [
+        count_with_share(_null_count(df.iloc[:, position]), n_rows)
+        if cost in exact
+        else _estimated_nulls(sample.iloc[:, i])
+        for i, (position, cost) in enumerate(zip(listed, costs, strict=True))
+    ]
+    return texts, any(cost not in exact for cost in costs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-column statistics
+# ---------------------------------------------------------------------------------------------
+
+
+def _columns_section(df: Any, listed: list[int]) -> str:
+    n_rows = len(df)
+    sample_rows = _sample_positions(n_rows)
+    sample = df.iloc[slice(None) if sample_rows is None else sample_rows, listed]
+    nulls, estimated = _null_texts(df, sample, listed)
+    parts = [
+        f"Columns ({len(listed)} of {df.shape[1]:,} described; statistics "
+        f"{_sample_note(n_rows, 'rows')}):"
+    ]
+    if estimated:
+        parts.append("~ null share estimated from the sample (an exact count scans every row)")
+    kinds = [_column_kind(dtype) for dtype in sample.dtypes]
+    for kind, render in _GROUP_TABLES.items():
+        members = [i for i, member_kind in enumerate(kinds) if member_kind == kind]
+        if members:
+            parts += ["", render(sample, members, nulls)]
+    if len(listed) < df.shape[1]:
+        parts += [
+            "",
+            f"{df.shape[1] - len(listed):,} more columns not described; "
+            "pass columns=[...] to describe them",
+        ]
+    return "\n".join(parts)
+
+
+def _cell_name(sample: Any, i: int) -> str:
+    return cut(str(sample.columns[i]), 30)
+
+
+def _numeric_table(sample: Any, members: list[int], nulls: list[str]) -> str:
+    stats = _numeric_stats(sample.iloc[:, members])
+    header = ["column", "dtype", "nulls", "mean", "std", "min", "25%", "50%", "75%", "max"]
+    rows = [
+        [_cell_name(sample, i), str(sample.dtypes.iloc[i]), nulls[i], *stats[k]]
+        for k, i in enumerate(members)
+    ]
+    return f"Numeric ({len(members)}):\n{format_table(header, rows)}"
+
+
+def _numeric_stats(frame: Any) -> list[list[str]]:
+    """describe()-like statistics per column, computed column-block-wise (describe() is slower)."""
+    if not len(frame):
+        return [["-"] * 7 for _ in range(frame.shape[1])]
+    quartiles = frame.quantile([0.25, 0.5, 0.75])
+    columns = [
+        frame.mean(),
+        frame.std(),
+        frame.min(),
+        quartiles.iloc[0],
+        quartiles.iloc[1],
+        quartiles.iloc[2],
+        frame.max(),
+    ]
+    return [[format_number(stat.iloc[i]) for stat in columns] for i in range(frame.shape[1])]
+
+
+def _datetime_table(sample: Any, members: list[int], nulls: list[str]) -> str:
+    header = ["column", "dtype", "nulls", "min", "max"]
+    rows = []
+    for i in members:
+        column = sample.iloc[:, i]
+        rows.append(
+            [
+                _cell_name(sample, i),
+                str(column.dtype),
+                nulls[i],
+                format_number(column.min()),
+                format_number(column.max()),
+            ]
+        )
+    return f"Datetime ({len(members)}):\n{format_table(header, rows)}"
+
+
+def _other_table(sample: Any, members: list[int], nulls: list[str]) -> str:
+    header = ["column", "dtype", "nulls", "unique", "most frequent (count)"]
+    rows = []
+    for i in members:
+        counts = _value_counts(sample.iloc[:, i])
+        unique = "-" if counts is None else f"{len(counts):,}"
+        rows.append(
+            [
+                _cell_name(sample, i),
+                cut(str(sample.dtypes.iloc[i]), 30),
+                nulls[i],
+                unique,
+                _top_values(counts, 1),
+            ]
+        )
+    return f"Other ({len(members)}):\n{format_table(header, rows)}"
+
+
+_GROUP_TABLES: dict[str, Callable[[Any, list[int], list[str]], str]] = {
+    "numeric": _numeric_table,
+    "datetime": _datetime_table,
+    "other": _other_table,
+}
+
+
+def _value_counts(column: Any) -> Any:
+    try:
+        return column.value_counts(dropna=True)
+    except TypeError:  # unhashable cells such as lists or dicts
+        return None
+
+
+def _top_values(counts: Any, n: int) -> str:
+    if counts is None:
+        return "unhashable values"
+    if not len(counts):
+        return "-"
+    return ", ".join(
+        f"{bounded_repr(value, 40)} ({count:,})" for value, count in islice(counts.items(), n)
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Series
+# ---------------------------------------------------------------------------------------------
+
+
+def summarize_series(series: Any, label: str, paging: Paging) -> str:
+    """dtype, length, memory, index, nulls, statistics and a window of values."""
+    start, stop = window(paging, len(series), "values")
+    name = "" if series.name is None else f" {bounded_repr(series.name, 60)}"
+    memory = int(series.memory_usage(deep=False))
+    lines = [
+        f"{label}: {qualified_name(type(series))}{name}, dtype {series.dtype}, "
+        f"{len(series):,} values, memory {format_bytes(memory)} (deep=False)",
+        _index_line(series.index),
+        *_series_statistics(series),
+        "",
+        _series_head(series, start, stop),
+    ]
+    return "\n".join(lines).rstrip()
+
+
+def _series_statistics(series: Any) -> list[str]:
+    positions = _sample_positions(len(series))
+    sample = series if positions is None else series.iloc[positions]
+    cost = _null_scan_cost(series.dtype)
+    exact = cost in _exact_costs([cost], len(series))
+    nulls = (
+        count_with_share(_null_count(series), len(series)) if exact else _estimated_nulls(sample)
+    )
+    lines = [f"Nulls: {nulls}", f"Statistics {_sample_note(len(series), 'values')}:"]
+    kind = _column_kind(series.dtype)
+    if kind == "numeric":
+        names = ["mean", "std", "min", "25%", "50%", "75%", "max"]
+        values = _numeric_stats(sample.to_frame())[0]
+        lines.append("  " + ", ".join(f"{n} {v}" for n, v in zip(names, values, strict=True)))
+    elif kind == "datetime":
+        lines.append(f"  min {format_number(sample.min())}, max {format_number(sample.max())}")
+    else:
+        counts = _value_counts(sample)
+        unique = "-" if counts is None else f"{len(counts):,}"
+        lines.append(f"  unique {unique}; most frequent: {_top_values(counts, 10)}")
+    return lines
+
+
+def _series_head(series: Any, start: int, stop: int) -> str:
+    if stop <= start:
+        return "No values." if not len(series) else ""
+    frame = series.iloc[start:stop].to_frame(name="value" if series.name is None else series.name)
+    table = frame.to_string(max_colwidth=HEAD_COLWIDTH * 2)
+    return f"Values {start:,}-{stop - 1:,} of {len(series):,}:\n{table}"
+
+
+# ---------------------------------------------------------------------------------------------
+# list_variables rows
+# ---------------------------------------------------------------------------------------------
+
+
+def brief_dataframe(df: Any) -> Brief:
+    """Shape, shallow memory and the dtype counts of a DataFrame."""
+    memory = format_bytes(int(df.memory_usage(deep=False).sum()))
+    return Brief(format_shape(df.shape), memory, cut(dtype_counts(list(df.dtypes)), 60))
+
+
+def brief_series(series: Any) -> Brief:
+    """Length, shallow memory and dtype of a Series."""
+    memory = format_bytes(int(series.memory_usage(deep=False)))
+    return Brief(format_shape(series.shape), memory, f"dtype {series.dtype}")
+
+
+_PANDAS = frozenset({"pandas"})
+KINDS = [
+    Kind("pandas.DataFrame", _PANDAS, is_dataframe, summarize_dataframe, brief_dataframe, True),
+    Kind("pandas.Series", _PANDAS, is_series, summarize_series, brief_series),
+]
