@@ -11,9 +11,7 @@ import { JSONObject } from '@lumino/coreutils';
 import { trackLiveClient } from './live';
 import { ICellLookup, handleRequest } from './protocol';
 import { COMM_TARGET, isJSONObject } from './record';
-
-/** The extension's npm package version, reported to `hello` requests. */
-export const EXTENSION_VERSION = '0.1.0';
+import { EXTENSION_VERSION } from './version';
 
 const HELLO: JSONObject = {
   frontend: 'jupyterlab',

@@ -1,56 +1,82 @@
 /**
- * The qloop-kernel JupyterLab plugin: the comm bridge to the kernel, the
- * output mirror copied into cell metadata, and the agent-cell marker.
+ * The qloop-kernel JupyterLab plugins: the comm bridge to the kernel, the
+ * output mirror copied into cell metadata, and the agent-cell marker. (The
+ * renderers of answers and saved turns are the MIME extension in `mime.ts`.)
  */
 import {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import { INotebookTracker } from '@jupyterlab/notebook';
+import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 
 /* eslint-disable jupyter/prefer-lazy-imports -- every opened notebook needs
    these at once, and together they are a few kilobytes. */
 import { connectCommBridge } from './bridge';
+import { TRANSLATION_DOMAIN } from './labels';
 import { trackMarkers } from './marker';
 import { trackMirrors } from './mirror';
+import { eachContext, eachPanel } from './notebooks';
 /* eslint-enable jupyter/prefer-lazy-imports */
 
-/** Wire one notebook context (shared by all views of a notebook). */
-function attachContext(context: NotebookPanel['context']): void {
-  const model = () => (context.isDisposed ? null : context.model);
-  connectCommBridge(context.sessionContext, model);
-  context.ready
-    .then(() => {
-      if (!context.isDisposed) {
-        trackMirrors(context.model);
-      }
-    })
-    .catch(reason => {
-      // JupyterLab reports the failed load itself.
-      console.debug('qloop: notebook not loaded', reason);
-    });
-}
-
-/** Attach to a notebook view, and to its context unless another view did. */
-function attachPanel(panel: NotebookPanel, contexts: WeakSet<object>): void {
-  if (!contexts.has(panel.context)) {
-    contexts.add(panel.context);
-    attachContext(panel.context);
-  }
-  trackMarkers(panel.content);
-}
-
-const plugin: JupyterFrontEndPlugin<void> = {
-  id: 'qloop-kernel:plugin',
-  description:
-    'Saves qloop agent turns into cell metadata and marks agent cells.',
+/** Lets each notebook's kernel save records into that notebook's cell metadata. */
+const commBridge: JupyterFrontEndPlugin<void> = {
+  id: 'qloop-kernel:comm-bridge',
+  description: "Saves qloop agent turns into the cells' metadata.",
   autoStart: true,
   requires: [INotebookTracker],
   activate: (app: JupyterFrontEnd, tracker: INotebookTracker) => {
-    const contexts = new WeakSet<object>();
-    tracker.forEach(panel => attachPanel(panel, contexts));
-    tracker.widgetAdded.connect((_, panel) => attachPanel(panel, contexts));
+    eachContext(tracker, context => {
+      const model = () => (context.isDisposed ? null : context.model);
+      connectCommBridge(context.sessionContext, model);
+    });
   }
 };
 
-export default plugin;
+/** Copies the record of a transcript output into the cell metadata on open. */
+const mirrorSync: JupyterFrontEndPlugin<void> = {
+  id: 'qloop-kernel:mirror-sync',
+  description:
+    'Copies saved qloop turns from cell outputs into cell metadata when a notebook opens.',
+  autoStart: true,
+  requires: [INotebookTracker],
+  activate: (app: JupyterFrontEnd, tracker: INotebookTracker) => {
+    eachContext(tracker, context => {
+      context.ready
+        .then(() => {
+          if (!context.isDisposed) {
+            trackMirrors(context.model);
+          }
+        })
+        .catch(reason => {
+          // JupyterLab reports the failed load itself.
+          console.debug('qloop: notebook not loaded', reason);
+        });
+    });
+  }
+};
+
+/** Marks cells whose metadata holds a saved turn, with a status badge. */
+const agentCellMarker: JupyterFrontEndPlugin<void> = {
+  id: 'qloop-kernel:agent-cell-marker',
+  description: 'Marks qloop agent cells with the status of their saved turn.',
+  autoStart: true,
+  requires: [INotebookTracker],
+  optional: [ITranslator],
+  activate: (
+    app: JupyterFrontEnd,
+    tracker: INotebookTracker,
+    translator: ITranslator | null
+  ) => {
+    const trans = (translator ?? nullTranslator).load(TRANSLATION_DOMAIN);
+    eachPanel(tracker, panel => trackMarkers(panel.content, trans));
+  }
+};
+
+const plugins: JupyterFrontEndPlugin<void>[] = [
+  commBridge,
+  mirrorSync,
+  agentCellMarker
+];
+
+export default plugins;

@@ -7,7 +7,9 @@
  */
 import { Cell, ICellModel } from '@jupyterlab/cells';
 import { Notebook } from '@jupyterlab/notebook';
+import { TranslationBundle } from '@jupyterlab/translation';
 
+import { badgeText } from './labels';
 import { METADATA_KEY, TurnStatus, statusOf, unreadableReason } from './record';
 
 /** Class on the node of a cell that carries a saved record. */
@@ -16,19 +18,6 @@ export const AGENT_CELL_CLASS = 'qloop-agent-cell';
 export const STATUS_ATTRIBUTE = 'data-qloop-status';
 /** CSS variable holding the badge text (a CSS string). */
 export const BADGE_VARIABLE = '--qloop-badge';
-
-const BADGES: Record<TurnStatus | 'unreadable', string> = {
-  completed: 'agent · replayable',
-  running: 'agent · running',
-  max_turns: 'agent · turn limit',
-  budget_exceeded: 'agent · over budget',
-  timeout: 'agent · timed out',
-  interrupted: 'agent · interrupted',
-  refused: 'agent · refused',
-  error: 'agent · error',
-  unknown: 'agent · saved',
-  unreadable: 'agent · unreadable record'
-};
 
 /** The marker state of a cell model: null when it has no saved record. */
 export function markerStatus(
@@ -42,7 +31,7 @@ export function markerStatus(
 }
 
 /** Bring one cell's marker up to date with its metadata. */
-export function updateMarker(cell: Cell): void {
+export function updateMarker(cell: Cell, trans: TranslationBundle): void {
   if (cell.isDisposed) {
     return;
   }
@@ -56,10 +45,17 @@ export function updateMarker(cell: Cell): void {
   }
   node.classList.add(AGENT_CELL_CLASS);
   node.setAttribute(STATUS_ATTRIBUTE, status);
-  node.style.setProperty(BADGE_VARIABLE, JSON.stringify(BADGES[status]));
+  node.style.setProperty(
+    BADGE_VARIABLE,
+    JSON.stringify(badgeText(status, trans))
+  );
 }
 
-function watchCell(cell: Cell, watched: WeakSet<Cell>): void {
+function watchCell(
+  cell: Cell,
+  watched: WeakSet<Cell>,
+  trans: TranslationBundle
+): void {
   if (watched.has(cell)) {
     return;
   }
@@ -67,19 +63,22 @@ function watchCell(cell: Cell, watched: WeakSet<Cell>): void {
   const model = cell.model;
   const onChange = (_: unknown, change: { key: string }) => {
     if (change.key === METADATA_KEY) {
-      updateMarker(cell);
+      updateMarker(cell, trans);
     }
   };
   model.metadataChanged.connect(onChange);
   cell.disposed.connect(() => model.metadataChanged.disconnect(onChange));
-  updateMarker(cell);
+  updateMarker(cell, trans);
 }
 
 /** Mark the notebook's agent cells now and whenever cells or metadata change. */
-export function trackMarkers(notebook: Notebook): void {
+export function trackMarkers(
+  notebook: Notebook,
+  trans: TranslationBundle
+): void {
   const watched = new WeakSet<Cell>();
   const watchAll = () =>
-    notebook.widgets.forEach(cell => watchCell(cell, watched));
+    notebook.widgets.forEach(cell => watchCell(cell, watched, trans));
   watchAll();
   // The notebook creates the widgets of new cells in its own handler of this
   // signal, connected before this one.

@@ -1,26 +1,43 @@
 /**
- * The MIME extension: a readable view of saved agent turns in outputs.
+ * The MIME extensions: the agent's answer, and a readable view of saved
+ * agent turns. Both treat their content as untrusted, so they are marked safe
+ * and render in untrusted notebooks too.
  */
 import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 
-import { TRANSCRIPT_MIME } from './record';
+import { AnswerRenderer } from './answer';
+import { ANSWER_MIME, TRANSCRIPT_MIME } from './record';
 import { TranscriptRenderer } from './transcript';
 
 /** Renderer factory for the transcript MIME type. */
-export const rendererFactory: IRenderMime.IRendererFactory = {
-  // The view writes record text as text and sanitizes the Markdown answer,
-  // so it may render in untrusted notebooks too.
+export const transcriptRendererFactory: IRenderMime.IRendererFactory = {
   safe: true,
   mimeTypes: [TRANSCRIPT_MIME],
   createRenderer: options => new TranscriptRenderer(options)
 };
 
-const extension: IRenderMime.IExtension = {
-  id: 'qloop-kernel:transcript',
-  description: 'Renders saved qloop agent turns.',
-  rendererFactory,
-  // Ahead of the text/markdown and text/plain fallbacks in the same output.
-  rank: 0
+/** Renderer factory for the answer MIME type. */
+export const answerRendererFactory: IRenderMime.IRendererFactory = {
+  safe: true,
+  mimeTypes: [ANSWER_MIME],
+  createRenderer: options => new AnswerRenderer(options)
 };
 
-export default extension;
+const extensions: IRenderMime.IExtension[] = [
+  {
+    id: 'qloop-kernel:transcript',
+    description: 'Renders saved qloop agent turns.',
+    rendererFactory: transcriptRendererFactory,
+    // Ahead of the text/markdown and text/plain fallbacks in the same output.
+    rank: 0
+  },
+  {
+    id: 'qloop-kernel:answer',
+    description: "Renders the qloop agent's answer as untrusted Markdown.",
+    rendererFactory: answerRendererFactory,
+    // Ahead of the text/plain fallback in the same output.
+    rank: 0
+  }
+];
+
+export default extensions;

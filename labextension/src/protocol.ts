@@ -3,17 +3,16 @@
  *
  * Every request carries an `op` and a `request_id`; every request gets exactly
  * one `ack` with the same `request_id`. A malformed request gets `ok: false`
- * with the reason and never throws.
+ * with the reason and never throws. The kernel sends two operations: `hello`
+ * (which frontend and version is there) and `set_metadata` (save a record).
  */
-import { JSONObject, JSONValue } from '@lumino/coreutils';
+import { JSONObject } from '@lumino/coreutils';
 
 import { METADATA_KEY, isJSONObject } from './record';
 
-/** The metadata operations the bridge needs from a cell model. */
+/** The metadata operation the bridge needs from a cell model. */
 export interface ICellMetadata {
-  getMetadata(key: string): unknown;
   setMetadata(key: string, value: unknown): void;
-  deleteMetadata(key: string): unknown;
 }
 
 /** Finds a cell of the notebook a kernel belongs to. */
@@ -29,7 +28,7 @@ export interface IAck extends JSONObject {
   ok: boolean;
 }
 
-/** Metadata keys a kernel may write; reading is allowed for any key. */
+/** Metadata keys a kernel may write. */
 export const WRITABLE_KEYS: readonly string[] = [METADATA_KEY];
 
 type RequestId = IAck['request_id'];
@@ -87,23 +86,6 @@ function setMetadata(data: JSONObject, cells: ICellLookup): JSONObject {
   return {};
 }
 
-function getMetadata(data: JSONObject, cells: ICellLookup): JSONObject {
-  const key = requireString(data, 'key');
-  const cell = requireCell(data, cells);
-  const value = cell.getMetadata(key);
-  return { value: value === undefined ? null : (value as JSONValue) };
-}
-
-function deleteMetadata(data: JSONObject, cells: ICellLookup): JSONObject {
-  const key = requireWritableKey(data);
-  const cell = requireCell(data, cells);
-  // Unlike a write, a delete marks the notebook dirty even when nothing is there.
-  if (cell.getMetadata(key) !== undefined) {
-    cell.deleteMetadata(key);
-  }
-  return {};
-}
-
 type Operation = (
   data: JSONObject,
   cells: ICellLookup,
@@ -112,9 +94,7 @@ type Operation = (
 
 const OPERATIONS: Record<string, Operation> = {
   hello: (data, cells, hello) => hello,
-  set_metadata: setMetadata,
-  get_metadata: getMetadata,
-  delete_metadata: deleteMetadata
+  set_metadata: setMetadata
 };
 
 /**

@@ -4,12 +4,15 @@
  * A record arrives from a kernel or from a notebook file: every field may be
  * missing or of the wrong type, so nothing here trusts the shape of the input.
  */
+import { TranslationBundle, nullTranslator } from '@jupyterlab/translation';
 import { JSONObject } from '@lumino/coreutils';
 
-/** Cell metadata key, comm target and output MIME type shared with the kernel. */
+/** Cell metadata key, comm target and output MIME types shared with the kernel. */
 export const METADATA_KEY = 'qloop';
 export const COMM_TARGET = 'qloop';
 export const TRANSCRIPT_MIME = 'application/vnd.qloop.transcript+json';
+/** The agent's answer, streamed or saved: `{"markdown": "<text>"}`. */
+export const ANSWER_MIME = 'application/vnd.qloop.answer+json';
 export const SCHEMA_VERSION = 1;
 
 /** The turn statuses the kernel writes; anything else reads as `unknown`. */
@@ -36,6 +39,15 @@ export const KNOWN_DECISIONS = [
 ] as const;
 export type DecisionKind = (typeof KNOWN_DECISIONS)[number] | 'unknown';
 
+/** What kind of thing left the kernel for the model. */
+export const KNOWN_EGRESS_KINDS = [
+  'variable',
+  'output',
+  'prompt',
+  'file'
+] as const;
+export type EgressKind = (typeof KNOWN_EGRESS_KINDS)[number] | 'unknown';
+
 /** Token counters of a turn; `null` where the record has no usable number. */
 export interface IUsage {
   input: number | null;
@@ -52,12 +64,12 @@ export interface IImagePlaceholder {
 
 /** One tool call as the transcript view shows it. */
 export interface IToolCall {
-  name: string;
+  /** Null when the record names no tool. */
+  name: string | null;
   /** The code for code-running tools, otherwise the JSON input. */
   code: string | null;
   inputJson: string;
   decision: DecisionKind;
-  decisionLabel: string;
   reason: string | null;
   isError: boolean;
   outputSummary: string;
@@ -65,10 +77,22 @@ export interface IToolCall {
   images: IImagePlaceholder[];
 }
 
+/** One thing sent to the model during the turn. */
+export interface IEgress {
+  kind: EgressKind;
+  name: string;
+  chars: number | null;
+}
+
+/** Why the model refused, as the API reported it. */
+export interface IRefusal {
+  category: string | null;
+  explanation: string;
+}
+
 /** A record normalised for display: every field has a definite type. */
 export interface ITurnRecord {
   status: TurnStatus;
-  statusLabel: string;
   model: string | null;
   prompt: string;
   answer: string;
@@ -80,6 +104,10 @@ export interface ITurnRecord {
   modelCalls: number | null;
   elapsedS: number | null;
   approvalWaitS: number | null;
+  /** Not signed by this user: made elsewhere, or edited. */
+  received: boolean;
+  egress: IEgress[];
+  refusal: IRefusal | null;
 }
 
 /** The outcome of reading a record: the normalised turn or why it is unreadable. */
@@ -89,6 +117,15 @@ export type ReadResult =
 /** True for a plain JSON object (not null, not an array). */
 export function isJSONObject(value: unknown): value is JSONObject {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** The Markdown of an answer output (`{"markdown": "<text>"}`), or null. */
+export function answerMarkdown(data: unknown): string | null {
+  if (!isJSONObject(data)) {
+    return null;
+  }
+  const markdown = data['markdown'];
+  return typeof markdown === 'string' ? markdown : null;
 }
 
 /** A non-empty string, or null. */
@@ -122,23 +159,6 @@ export function statusOf(record: unknown): TurnStatus {
     isJSONObject(record) ? record['status'] : undefined,
     KNOWN_STATUSES
   );
-}
-
-const STATUS_LABELS: Record<TurnStatus, string> = {
-  completed: 'completed',
-  running: 'running',
-  max_turns: 'stopped: turn limit',
-  budget_exceeded: 'stopped: budget',
-  timeout: 'timed out',
-  interrupted: 'interrupted',
-  refused: 'refused',
-  error: 'error',
-  unknown: 'unknown status'
-};
-
-/** A short human label for a status. */
-export function statusLabel(status: TurnStatus): string {
-  return STATUS_LABELS[status];
 }
 
 /**
@@ -189,16 +209,6 @@ function decisionOf(value: unknown): DecisionKind {
   );
 }
 
-const DECISION_LABELS: Record<DecisionKind, string> = {
-  approved: 'approved',
-  edited: 'approved after edit',
-  denied: 'denied',
-  auto: 'auto-approved',
-  always: 'approved (always)',
-  readonly: 'read-only, no approval needed',
-  unknown: 'no decision recorded'
-};
-
 function readImage(value: unknown): IImagePlaceholder {
   const image = objectOrEmpty(value);
   return {
@@ -214,17 +224,38 @@ function readToolCall(value: unknown): IToolCall {
   const decision = decisionOf(call['decision']);
   const images = Array.isArray(call['images']) ? call['images'] : [];
   return {
-    name: stringOrNull(call['name']) ?? 'unnamed tool',
+    name: stringOrNull(call['name']),
     code,
     inputJson: JSON.stringify(input ?? null, null, 2),
     decision,
-    decisionLabel: DECISION_LABELS[decision],
     reason: stringOrNull(objectOrEmpty(call['decision'])['reason']),
     isError: call['is_error'] === true,
     outputSummary:
       typeof call['output_summary'] === 'string' ? call['output_summary'] : '',
     durationS: numberOrNull(call['duration_s']),
     images: images.map(readImage)
+  };
+}
+
+function readEgress(value: unknown): IEgress[] {
+  if (!Array.isArray(value)) {
+    return [];
+  }
+  return value.filter(isJSONObject).map(item => ({
+    kind: knownOr(item['kind'], KNOWN_EGRESS_KINDS),
+    name: typeof item['name'] === 'string' ? item['name'] : '',
+    chars: numberOrNull(item['chars'])
+  }));
+}
+
+function readRefusal(value: unknown): IRefusal | null {
+  if (!isJSONObject(value)) {
+    return null;
+  }
+  const explanation = value['explanation'];
+  return {
+    category: stringOrNull(value['category']),
+    explanation: typeof explanation === 'string' ? explanation : ''
   };
 }
 
@@ -242,21 +273,28 @@ function readUsage(value: unknown): IUsage {
  * Why a value cannot be read as a record, or null when it can: it must be a
  * JSON object with `schema_version` 1.
  */
-export function unreadableReason(data: unknown): string | null {
+export function unreadableReason(
+  data: unknown,
+  trans: TranslationBundle = nullTranslator.load('qloop-kernel')
+): string | null {
   if (!isJSONObject(data)) {
     const kind = Array.isArray(data)
-      ? 'an array'
+      ? trans.__('an array')
       : data === null
         ? 'null'
         : typeof data;
-    return `expected a JSON object, got ${kind}`;
+    return trans.__('expected a JSON object, got %1', kind);
   }
   const version = data['schema_version'];
   if (version === undefined) {
-    return 'the record has no schema_version';
+    return trans.__('the record has no schema_version');
   }
   if (version !== SCHEMA_VERSION) {
-    return `unsupported schema_version ${JSON.stringify(version)} (this view reads version ${SCHEMA_VERSION})`;
+    return trans.__(
+      'unsupported schema_version %1 (this view reads version %2)',
+      JSON.stringify(version),
+      SCHEMA_VERSION
+    );
   }
   return null;
 }
@@ -267,8 +305,11 @@ export function unreadableReason(data: unknown): string | null {
  * Only a non-object or a wrong `schema_version` makes a record unreadable;
  * any other missing or mistyped field falls back to an empty value.
  */
-export function readRecord(data: unknown): ReadResult {
-  const reason = unreadableReason(data);
+export function readRecord(
+  data: unknown,
+  trans?: TranslationBundle
+): ReadResult {
+  const reason = unreadableReason(data, trans);
   if (reason !== null) {
     return { ok: false, reason };
   }
@@ -282,7 +323,6 @@ export function readRecord(data: unknown): ReadResult {
     ok: true,
     record: {
       status,
-      statusLabel: statusLabel(status),
       model: stringOrNull(record['model']),
       prompt: typeof record['prompt'] === 'string' ? record['prompt'] : '',
       answer: typeof record['answer'] === 'string' ? record['answer'] : '',
@@ -293,7 +333,10 @@ export function readRecord(data: unknown): ReadResult {
       costUsd: numberOrNull(record['cost_usd']),
       modelCalls: numberOrNull(record['model_calls']),
       elapsedS: numberOrNull(timings['elapsed_s']),
-      approvalWaitS: numberOrNull(timings['approval_wait_s'])
+      approvalWaitS: numberOrNull(timings['approval_wait_s']),
+      received: record['received'] === true,
+      egress: readEgress(record['egress']),
+      refusal: readRefusal(record['refusal'])
     }
   };
 }

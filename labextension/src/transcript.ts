@@ -1,37 +1,57 @@
 /**
  * The static view of a saved agent turn, for the transcript MIME type.
  *
- * Everything in a record is untrusted text: it is written with `textContent`,
- * and the Markdown answer goes through the application's sanitizer.
+ * Everything in a record is untrusted: text is written as text with its bidi
+ * controls shown, and the Markdown answer is rendered as untrusted whatever
+ * the output's trust state (see `markdown.ts`).
  */
-import { renderMarkdown } from '@jupyterlab/rendermime';
 import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
+import { TranslationBundle, nullTranslator } from '@jupyterlab/translation';
 import { Widget } from '@lumino/widgets';
 
-import { isLiveClient } from './live';
+import { ANSWER_BODY_CLASS } from './answer';
 import {
+  TRANSLATION_DOMAIN,
+  decisionLabel,
+  egressKindLabel,
+  statusLabel
+} from './labels';
+import { isLiveClient } from './live';
+import { renderAnswer } from './markdown';
+import {
+  IEgress,
   IImagePlaceholder,
+  IRefusal,
   IToolCall,
   ITurnRecord,
   TRANSCRIPT_MIME,
   readRecord
 } from './record';
+import { visibleText } from './sanitize';
 
 /** Class of the renderer's root node. */
 export const TRANSCRIPT_CLASS = 'qloop-transcript';
 const UNREADABLE_CLASS = 'qloop-transcript-unreadable';
 /** Added when the view is folded next to the live output of its turn. */
 export const LIVE_CLASS = 'qloop-transcript-live';
+/** How many items of the "sent to the model" list are shown. */
+export const EGRESS_SHOWN = 20;
 
+function defaultTrans(): TranslationBundle {
+  return nullTranslator.load(TRANSLATION_DOMAIN);
+}
+
+/** An element holding `text` as text, bidi controls shown. */
 function element<K extends keyof HTMLElementTagNameMap>(
   tag: K,
   className: string,
-  text?: string
+  text?: string,
+  trans?: TranslationBundle
 ): HTMLElementTagNameMap[K] {
   const node = document.createElement(tag);
   node.className = className;
   if (text !== undefined) {
-    node.textContent = text;
+    node.appendChild(visibleText(document, text, trans));
   }
   return node;
 }
@@ -41,9 +61,12 @@ function count(value: number): string {
 }
 
 /** A byte size in the units a person reads: `812 B`, `23 kB`, `1.4 MB`. */
-export function formatBytes(bytes: number | null): string {
+export function formatBytes(
+  bytes: number | null,
+  trans: TranslationBundle = defaultTrans()
+): string {
   if (bytes === null || bytes < 0) {
-    return 'size unknown';
+    return trans.__('size unknown');
   }
   if (bytes < 1000) {
     return `${Math.round(bytes)} B`;
@@ -55,59 +78,83 @@ export function formatBytes(bytes: number | null): string {
 }
 
 /** The text shown in place of an image left out of the record. */
-export function imagePlaceholderText(image: IImagePlaceholder): string {
-  const hash = image.sha256 ? `, sha256 ${image.sha256.slice(0, 8)}…` : '';
-  return `image, ${formatBytes(image.bytes)}${hash}`;
+export function imagePlaceholderText(
+  image: IImagePlaceholder,
+  trans: TranslationBundle = defaultTrans()
+): string {
+  const size = formatBytes(image.bytes, trans);
+  return image.sha256
+    ? trans.__('image, %1, sha256 %2…', size, image.sha256.slice(0, 8))
+    : trans.__('image, %1', size);
 }
 
-function tokenSummary(record: ITurnRecord): string {
+/** One line of the "sent to the model" list: `variable df · 1,234 chars`. */
+export function egressText(
+  item: IEgress,
+  trans: TranslationBundle = defaultTrans()
+): string {
+  const kind = egressKindLabel(item.kind, trans);
+  const name = item.name ? `${kind} ${item.name}` : kind;
+  return item.chars === null
+    ? name
+    : trans.__('%1 · %2 chars', name, count(item.chars));
+}
+
+function tokenSummary(record: ITurnRecord, trans: TranslationBundle): string {
   const { input, output, cacheRead, cacheWrite } = record.usage;
-  const parts: [number | null, string][] = [
-    [input, 'in'],
-    [output, 'out'],
-    [cacheRead, 'cache read'],
-    [cacheWrite, 'cache write']
-  ];
   const known: string[] = [];
-  for (const [value, label] of parts) {
-    if (value !== null) {
-      known.push(`${count(value)} ${label}`);
-    }
+  if (input !== null) {
+    known.push(trans.__('%1 in', count(input)));
   }
-  return known.length === 0 ? 'tokens unknown' : `tokens: ${known.join(' · ')}`;
+  if (output !== null) {
+    known.push(trans.__('%1 out', count(output)));
+  }
+  if (cacheRead !== null) {
+    known.push(trans.__('%1 cache read', count(cacheRead)));
+  }
+  if (cacheWrite !== null) {
+    known.push(trans.__('%1 cache write', count(cacheWrite)));
+  }
+  return known.length === 0
+    ? trans.__('tokens unknown')
+    : trans.__('tokens: %1', known.join(' · '));
 }
 
-function costText(cost: number | null): string {
-  return cost === null ? 'cost unknown' : `$${cost.toFixed(4)}`;
+function facts(record: ITurnRecord, trans: TranslationBundle): string[] {
+  const all = [
+    record.model ?? trans.__('model unknown'),
+    record.modelCalls === null
+      ? null
+      : trans.__('%1 model calls', count(record.modelCalls)),
+    trans.__('%1 tool calls', count(record.toolCalls.length)),
+    tokenSummary(record, trans),
+    record.costUsd === null
+      ? trans.__('cost unknown')
+      : `$${record.costUsd.toFixed(4)}`,
+    record.elapsedS === null
+      ? null
+      : trans.__('%1 s', record.elapsedS.toFixed(1)),
+    record.approvalWaitS
+      ? trans.__('%1 s waiting for approval', record.approvalWaitS.toFixed(1))
+      : null,
+    record.approveMode === null
+      ? null
+      : trans.__('approval: %1', record.approveMode)
+  ];
+  return all.filter((fact): fact is string => fact !== null);
 }
 
-function header(record: ITurnRecord): HTMLElement {
+function header(record: ITurnRecord, trans: TranslationBundle): HTMLElement {
   const node = element('div', 'qloop-transcript-header');
   const badge = element(
     'span',
     `qloop-status qloop-status-${record.status}`,
-    record.statusLabel
+    statusLabel(record.status, trans)
   );
   badge.dataset.qloopStatus = record.status;
   node.appendChild(badge);
-  const facts = [
-    record.model ?? 'model unknown',
-    record.modelCalls === null
-      ? null
-      : `${count(record.modelCalls)} model calls`,
-    `${count(record.toolCalls.length)} tool calls`,
-    tokenSummary(record),
-    costText(record.costUsd),
-    record.elapsedS === null ? null : `${record.elapsedS.toFixed(1)} s`,
-    record.approvalWaitS
-      ? `${record.approvalWaitS.toFixed(1)} s waiting for approval`
-      : null,
-    record.approveMode === null ? null : `approval: ${record.approveMode}`
-  ];
-  for (const fact of facts) {
-    if (fact !== null) {
-      node.appendChild(element('span', 'qloop-fact', fact));
-    }
+  for (const fact of facts(record, trans)) {
+    node.appendChild(element('span', 'qloop-fact', fact, trans));
   }
   return node;
 }
@@ -118,58 +165,115 @@ function section(title: string, className: string): HTMLElement {
   return node;
 }
 
-function decision(call: IToolCall): HTMLElement {
+function decision(call: IToolCall, trans: TranslationBundle): HTMLElement {
+  const label = decisionLabel(call.decision, trans);
   const node = element(
     'span',
-    `qloop-decision qloop-decision-${call.decision}`
+    `qloop-decision qloop-decision-${call.decision}`,
+    call.reason ? `${label}: ${call.reason}` : label,
+    trans
   );
   node.dataset.qloopDecision = call.decision;
-  node.textContent = call.reason
-    ? `${call.decisionLabel}: ${call.reason}`
-    : call.decisionLabel;
   return node;
 }
 
-function toolCallCard(call: IToolCall): HTMLElement {
+function toolCallCard(call: IToolCall, trans: TranslationBundle): HTMLElement {
   const card = element('div', 'qloop-tool-call');
   card.classList.toggle('qloop-tool-call-error', call.isError);
   const title = element('div', 'qloop-tool-call-header');
-  title.appendChild(element('span', 'qloop-tool-name', call.name));
-  title.appendChild(decision(call));
+  const name = call.name ?? trans.__('unnamed tool');
+  title.appendChild(element('span', 'qloop-tool-name', name, trans));
+  title.appendChild(decision(call, trans));
   if (call.durationS !== null) {
-    title.appendChild(
-      element('span', 'qloop-fact', `${call.durationS.toFixed(2)} s`)
-    );
+    const duration = trans.__('%1 s', call.durationS.toFixed(2));
+    title.appendChild(element('span', 'qloop-fact', duration));
   }
   card.appendChild(title);
   card.appendChild(
-    element('pre', 'qloop-tool-input', call.code ?? call.inputJson)
+    element('pre', 'qloop-tool-input', call.code ?? call.inputJson, trans)
   );
   if (call.outputSummary) {
-    const label = call.isError ? 'Error' : 'Output';
+    const label = call.isError ? trans.__('Error') : trans.__('Output');
     card.appendChild(element('div', 'qloop-section-title', label));
-    card.appendChild(element('pre', 'qloop-tool-output', call.outputSummary));
+    card.appendChild(
+      element('pre', 'qloop-tool-output', call.outputSummary, trans)
+    );
   }
   for (const image of call.images) {
-    card.appendChild(
-      element('div', 'qloop-image-placeholder', imagePlaceholderText(image))
-    );
+    const text = imagePlaceholderText(image, trans);
+    card.appendChild(element('div', 'qloop-image-placeholder', text));
   }
   return card;
 }
 
-function staticParts(record: ITurnRecord): HTMLElement[] {
-  const parts = [header(record)];
-  if (record.error) {
-    parts.push(element('div', 'qloop-error', record.error));
+function refusalSection(
+  refusal: IRefusal,
+  trans: TranslationBundle
+): HTMLElement {
+  const node = section(trans.__('Refusal'), 'qloop-refusal');
+  if (refusal.category) {
+    const category = trans.__('category: %1', refusal.category);
+    node.appendChild(element('div', 'qloop-refusal-category', category, trans));
   }
-  const prompt = section('Prompt', 'qloop-prompt');
-  prompt.appendChild(element('pre', 'qloop-prompt-text', record.prompt));
+  if (refusal.explanation) {
+    const text = refusal.explanation;
+    node.appendChild(element('div', 'qloop-refusal-explanation', text, trans));
+  }
+  return node;
+}
+
+function egressSection(
+  egress: IEgress[],
+  trans: TranslationBundle
+): HTMLElement {
+  const node = section(trans.__('Sent to the model'), 'qloop-egress');
+  const list = element('ul', 'qloop-egress-list');
+  for (const item of egress.slice(0, EGRESS_SHOWN)) {
+    const line = element(
+      'li',
+      'qloop-egress-item',
+      egressText(item, trans),
+      trans
+    );
+    line.dataset.qloopKind = item.kind;
+    list.appendChild(line);
+  }
+  if (egress.length > EGRESS_SHOWN) {
+    const more = trans.__('and %1 more', egress.length - EGRESS_SHOWN);
+    list.appendChild(element('li', 'qloop-egress-more', more));
+  }
+  node.appendChild(list);
+  return node;
+}
+
+/** Everything but the answer, top to bottom. */
+export function staticParts(
+  record: ITurnRecord,
+  trans: TranslationBundle = defaultTrans()
+): HTMLElement[] {
+  const parts = [header(record, trans)];
+  if (record.received) {
+    const notice = trans.__('received from elsewhere: not signed by you');
+    parts.push(element('div', 'qloop-received', notice));
+  }
+  if (record.error) {
+    parts.push(element('div', 'qloop-error', record.error, trans));
+  }
+  if (record.refusal) {
+    parts.push(refusalSection(record.refusal, trans));
+  }
+  const prompt = section(trans.__('Prompt'), 'qloop-prompt');
+  prompt.appendChild(element('pre', 'qloop-prompt-text', record.prompt, trans));
   parts.push(prompt);
   if (record.toolCalls.length > 0) {
-    const calls = section('Tool calls', 'qloop-tool-calls');
-    record.toolCalls.forEach(call => calls.appendChild(toolCallCard(call)));
+    const calls = section(trans.__('Tool calls'), 'qloop-tool-calls');
+    record.toolCalls.forEach(call =>
+      calls.appendChild(toolCallCard(call, trans))
+    );
     parts.push(calls);
+  }
+  if (record.egress.length > 0) {
+    parts.push(egressSection(record.egress, trans));
   }
   return parts;
 }
@@ -182,106 +286,107 @@ export class TranscriptRenderer
   constructor(private readonly _options: IRenderMime.IRendererOptions) {
     super();
     this.addClass(TRANSCRIPT_CLASS);
+    this._trans = (_options.translator ?? nullTranslator).load(
+      TRANSLATION_DOMAIN
+    );
   }
 
-  /** Render a record; a malformed one shows why it cannot be read. */
+  /**
+   * Render a record; a malformed one shows why it cannot be read. While the
+   * turn grows, a newer update wins over a slower, older one.
+   */
   async renderModel(model: IRenderMime.IMimeModel): Promise<void> {
-    this.node.textContent = '';
-    this.removeClass(UNREADABLE_CLASS);
+    const generation = ++this._generation;
+    const isCurrent = () => generation === this._generation;
     try {
-      const result = readRecord(model.data[TRANSCRIPT_MIME]);
+      const result = readRecord(model.data[TRANSCRIPT_MIME], this._trans);
       if (!result.ok) {
         this._showUnreadable(result.reason);
         return;
       }
-      this.node.dataset.qloopStatus = result.record.status;
-      const host = this._host(model);
-      staticParts(result.record).forEach(part => host.appendChild(part));
-      await this._renderAnswer(result.record.answer, host);
-    } catch (error) {
-      this.node.textContent = '';
-      this._showUnreadable(
-        error instanceof Error ? error.message : String(error)
+      const view = document.createElement('div');
+      const host = this._host(model, view);
+      staticParts(result.record, this._trans).forEach(part =>
+        host.appendChild(part)
       );
+      await this._renderAnswer(result.record.answer, host, isCurrent);
+      if (isCurrent()) {
+        this._show(view, result.record.status);
+      }
+    } catch (error) {
+      if (isCurrent()) {
+        this._showUnreadable(
+          error instanceof Error ? error.message : String(error)
+        );
+      }
+    }
+  }
+
+  private _show(view: HTMLElement, status: string): void {
+    this.removeClass(UNREADABLE_CLASS);
+    this.node.dataset.qloopStatus = status;
+    this.node.textContent = '';
+    while (view.firstChild) {
+      this.node.appendChild(view.firstChild);
     }
   }
 
   /**
-   * Where the view goes: the node itself, or a folded section when the live
-   * output of the same turn is on the page already.
+   * Where the view goes: `view` itself, or a folded section of it when the
+   * live output of the same turn is on the page already.
    */
-  private _host(model: IRenderMime.IMimeModel): HTMLElement {
+  private _host(model: IRenderMime.IMimeModel, view: HTMLElement): HTMLElement {
     const meta = model.metadata[TRANSCRIPT_MIME];
     const client =
       meta && typeof meta === 'object' && !Array.isArray(meta)
         ? (meta as { [key: string]: unknown })['live_client']
         : undefined;
-    this.removeClass(LIVE_CLASS);
+    this.toggleClass(LIVE_CLASS, isLiveClient(client));
     if (!isLiveClient(client)) {
-      return this.node;
+      return view;
     }
-    this.addClass(LIVE_CLASS);
     const details = element('details', 'qloop-live-details');
     details.appendChild(
-      element('summary', 'qloop-live-summary', 'saved transcript of this turn')
+      element(
+        'summary',
+        'qloop-live-summary',
+        this._trans.__('saved transcript of this turn')
+      )
     );
-    this.node.appendChild(details);
+    view.appendChild(details);
     return details;
   }
 
   private _showUnreadable(reason: string): void {
     delete this.node.dataset.qloopStatus;
+    this.removeClass(LIVE_CLASS);
     this.addClass(UNREADABLE_CLASS);
-    this.node.textContent = `unreadable qloop record: ${reason}`;
+    this.node.textContent = '';
+    this.node.appendChild(
+      visibleText(
+        document,
+        this._trans.__('unreadable qloop record: %1', reason),
+        this._trans
+      )
+    );
   }
 
   private async _renderAnswer(
     answer: string,
-    parent: HTMLElement
+    parent: HTMLElement,
+    isCurrent: () => boolean
   ): Promise<void> {
     if (!answer) {
       return;
     }
-    const answerSection = section('Answer', 'qloop-answer');
+    const answerSection = section(this._trans.__('Answer'), 'qloop-answer');
     // JupyterLab's content styles (tables, code, lists) apply to this class.
-    const host = element('div', 'qloop-answer-body jp-RenderedHTMLCommon');
+    const host = element('div', `${ANSWER_BODY_CLASS} jp-RenderedHTMLCommon`);
     answerSection.appendChild(host);
     parent.appendChild(answerSection);
-    const options = this._options;
-    if (!options.markdownParser) {
-      host.appendChild(element('pre', 'qloop-answer-text', answer));
-      return;
-    }
-    try {
-      await this._renderMarkdown(host, answer, options.markdownParser);
-    } catch (error) {
-      console.warn(
-        'qloop: the answer could not be rendered as Markdown',
-        error
-      );
-      host.textContent = '';
-      host.appendChild(element('pre', 'qloop-answer-text', answer));
-    }
+    await renderAnswer(host, answer, this._options, this._trans, isCurrent);
   }
 
-  private _renderMarkdown(
-    host: HTMLElement,
-    source: string,
-    markdownParser: IRenderMime.IMarkdownParser
-  ): Promise<void> {
-    const options = this._options;
-    return renderMarkdown({
-      host,
-      source,
-      // Model text is never trusted, whatever the notebook's trust state.
-      trusted: false,
-      sanitizer: options.sanitizer,
-      resolver: options.resolver,
-      linkHandler: options.linkHandler,
-      latexTypesetter: options.latexTypesetter,
-      markdownParser,
-      shouldTypeset: true,
-      translator: options.translator
-    });
-  }
+  private readonly _trans: TranslationBundle;
+  private _generation = 0;
 }

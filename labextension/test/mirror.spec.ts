@@ -1,0 +1,143 @@
+/**
+ * The output mirror moves into `metadata.qloop` when the mirror is newer,
+ * with JupyterLab's own cell and notebook models.
+ */
+import { CodeCellModel, MarkdownCellModel } from '@jupyterlab/cells';
+import { NotebookModel } from '@jupyterlab/notebook';
+import { JSONObject } from '@lumino/coreutils';
+
+import {
+  mirrorRecord,
+  mirrorWins,
+  syncCell,
+  trackMirrors
+} from '../src/mirror';
+import { TRANSCRIPT_MIME } from '../src/record';
+
+function record(updatedAt: string, prompt = 'p'): JSONObject {
+  return {
+    schema_version: 1,
+    status: 'completed',
+    prompt,
+    updated_at: updatedAt
+  };
+}
+
+// @jupyter/ydoc builds standalone cells and then moves them into the
+// notebook's document, and yjs warns about both steps: not this module's concern.
+const YJS_WARNINGS = ['Invalid access: Add Yjs type', '[yjs#509]'];
+const warn = console.warn;
+beforeAll(() => {
+  jest.spyOn(console, 'warn').mockImplementation((...args: unknown[]) => {
+    const message = String(args[0]);
+    if (!YJS_WARNINGS.some(prefix => message.startsWith(prefix))) {
+      warn(...args);
+    }
+  });
+});
+afterAll(() => jest.restoreAllMocks());
+
+const OLD = record('2025-03-04T10:00:00.000001+00:00', 'old');
+const NEW = record('2025-03-04T10:00:00.000002+00:00', 'new');
+
+function mirrorOutput(data: JSONObject) {
+  return {
+    output_type: 'display_data',
+    data: { [TRANSCRIPT_MIME]: data, 'text/plain': 'agent turn' },
+    metadata: {}
+  };
+}
+
+function codeCell(records: JSONObject[], saved?: JSONObject): CodeCellModel {
+  const cell = new CodeCellModel({});
+  records.forEach(data => cell.outputs.add(mirrorOutput(data)));
+  if (saved) {
+    cell.setMetadata('qloop', saved);
+  }
+  return cell;
+}
+
+describe('mirrorRecord', () => {
+  it('picks the newest mirror among the outputs', () => {
+    expect(mirrorRecord(codeCell([OLD, NEW, OLD]))).toEqual(NEW);
+  });
+
+  it('ignores outputs that are not records', () => {
+    const cell = codeCell([]);
+    cell.outputs.add({
+      output_type: 'display_data',
+      data: { [TRANSCRIPT_MIME]: 'not a record' },
+      metadata: {}
+    });
+    cell.outputs.add({ output_type: 'stream', name: 'stdout', text: 'hi' });
+    expect(mirrorRecord(cell)).toBeNull();
+  });
+
+  it('has nothing for a Markdown cell', () => {
+    expect(mirrorRecord(new MarkdownCellModel({}))).toBeNull();
+  });
+});
+
+describe('mirrorWins', () => {
+  it('replaces missing, malformed and older metadata only', () => {
+    expect(mirrorWins(OLD, undefined)).toBe(true);
+    expect(mirrorWins(OLD, 'garbage')).toBe(true);
+    expect(mirrorWins(NEW, OLD)).toBe(true);
+    expect(mirrorWins(OLD, NEW)).toBe(false);
+    expect(mirrorWins(NEW, NEW)).toBe(false);
+  });
+
+  it('never lets an undated mirror replace a record', () => {
+    expect(mirrorWins({ schema_version: 1 }, OLD)).toBe(false);
+  });
+});
+
+describe('syncCell', () => {
+  it('copies a newer mirror into the metadata', () => {
+    const cell = codeCell([NEW], OLD);
+    syncCell(cell);
+    expect(cell.getMetadata('qloop')).toEqual(NEW);
+  });
+
+  it('keeps newer metadata', () => {
+    const cell = codeCell([OLD], NEW);
+    syncCell(cell);
+    expect(cell.getMetadata('qloop')).toEqual(NEW);
+  });
+
+  it('writes nothing without a mirror', () => {
+    const cell = codeCell([]);
+    syncCell(cell);
+    expect(cell.getMetadata('qloop')).toBeUndefined();
+  });
+});
+
+describe('trackMirrors', () => {
+  it('syncs the cells of a notebook now and the cells added later', async () => {
+    const notebook = new NotebookModel();
+    notebook.sharedModel.insertCells(0, [
+      {
+        cell_type: 'code',
+        source: '%%agent old',
+        metadata: {},
+        outputs: [mirrorOutput(OLD)]
+      }
+    ]);
+    trackMirrors(notebook);
+    expect(notebook.cells.get(0).getMetadata('qloop')).toEqual(OLD);
+
+    notebook.sharedModel.insertCells(1, [
+      {
+        cell_type: 'code',
+        source: '%%agent new',
+        metadata: { qloop: OLD },
+        outputs: [mirrorOutput(NEW)]
+      }
+    ]);
+    // The copy waits for the cell-list change to finish.
+    expect(notebook.cells.get(1).getMetadata('qloop')).toEqual(OLD);
+    await Promise.resolve();
+    expect(notebook.cells.get(1).getMetadata('qloop')).toEqual(NEW);
+    notebook.dispose();
+  });
+});

@@ -1,0 +1,230 @@
+/**
+ * The transcript view of a saved turn: record text shown as text, bidi
+ * controls visible, the answer hardened, provenance and egress shown.
+ */
+import { MimeModel } from '@jupyterlab/rendermime';
+import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
+import { JSONObject } from '@lumino/coreutils';
+
+import { trackLiveClient } from '../src/live';
+import { TRANSCRIPT_MIME } from '../src/record';
+import {
+  EGRESS_SHOWN,
+  TranscriptRenderer,
+  egressText,
+  formatBytes,
+  imagePlaceholderText
+} from '../src/transcript';
+import { PAYLOADS, rendererOptions, translatedOptions } from './rendering';
+import { shouting } from './translators';
+
+const RECORD: JSONObject = {
+  schema_version: 1,
+  status: 'completed',
+  model: 'claude-sonnet-5-5',
+  prompt: 'Clean <b>df</b>',
+  answer: 'Dropped **3 rows**.',
+  tool_calls: [
+    {
+      name: 'run\u202e_code',
+      input: { code: 'access = "user" # \u202e } if is_admin: \u2066' },
+      decision: { kind: 'approved' },
+      output_summary: '<img src=x onerror="window.__qloopPwned = 1">',
+      images: [{ bytes: 23000, sha256: 'ab12cd34ef56' }]
+    }
+  ],
+  usage: { input_tokens: 5123, output_tokens: 842 },
+  cost_usd: 0.0213,
+  model_calls: 4
+};
+
+const renderers: TranscriptRenderer[] = [];
+afterEach(() => renderers.splice(0).forEach(renderer => renderer.dispose()));
+
+async function render(
+  data: JSONObject | string,
+  options: IRenderMime.IRendererOptions = rendererOptions(TRANSCRIPT_MIME),
+  metadata: JSONObject = {}
+): Promise<HTMLElement> {
+  const renderer = new TranscriptRenderer(options);
+  renderers.push(renderer);
+  await renderer.renderModel(
+    new MimeModel({
+      trusted: true,
+      data: { [TRANSCRIPT_MIME]: data },
+      metadata: { [TRANSCRIPT_MIME]: metadata }
+    })
+  );
+  return renderer.node;
+}
+
+function text(node: HTMLElement, selector: string): string[] {
+  return Array.from(node.querySelectorAll(selector)).map(
+    element => element.textContent ?? ''
+  );
+}
+
+describe('TranscriptRenderer', () => {
+  it('shows the header, prompt, tool calls and answer', async () => {
+    const node = await render(RECORD);
+    expect(node.dataset.qloopStatus).toBe('completed');
+    expect(text(node, '.qloop-fact')).toEqual([
+      'claude-sonnet-5-5',
+      '4 model calls',
+      '1 tool calls',
+      'tokens: 5,123 in · 842 out',
+      '$0.0213'
+    ]);
+    expect(text(node, '.qloop-prompt-text')).toEqual(['Clean <b>df</b>']);
+    expect(node.querySelector('.qloop-prompt-text b')).toBeNull();
+    expect(text(node, '.qloop-tool-output')).toEqual([
+      '<img src=x onerror="window.__qloopPwned = 1">'
+    ]);
+    expect(text(node, '.qloop-image-placeholder')).toEqual([
+      'image, 23 kB, sha256 ab12cd34…'
+    ]);
+    expect(text(node, '.qloop-answer-body strong')).toEqual(['3 rows']);
+    expect(node.querySelector('.qloop-received')).toBeNull();
+    expect(node.querySelector('.qloop-egress')).toBeNull();
+    expect(node.querySelector('.qloop-refusal')).toBeNull();
+  });
+
+  it('shows bidi controls in code and names instead of applying them', async () => {
+    const node = await render(RECORD);
+    expect(text(node, '.qloop-tool-name')).toEqual(['run\\u202e_code']);
+    expect(text(node, '.qloop-tool-input')).toEqual([
+      'access = "user" # \\u202e } if is_admin: \\u2066'
+    ]);
+    expect(text(node, '.qloop-tool-input .qloop-bidi')).toEqual([
+      '\\u202e',
+      '\\u2066'
+    ]);
+    expect(node.textContent).not.toMatch(/[\u202a-\u202e\u2066-\u2069]/);
+  });
+
+  it('shows a received record, what was sent to the model and a refusal', async () => {
+    const node = await render({
+      ...RECORD,
+      status: 'refused',
+      received: true,
+      egress: [
+        { kind: 'variable', name: 'df', chars: 1234 },
+        { kind: 'output', name: 'cell 3', chars: 80 },
+        { kind: 'file', name: 'data\u202e.csv' },
+        { kind: 'prompt', name: '', chars: 12 }
+      ],
+      refusal: { category: 'cyber', explanation: "I can't help with <that>." }
+    });
+    expect(text(node, '.qloop-received')).toEqual([
+      'received from elsewhere: not signed by you'
+    ]);
+    expect(text(node, '.qloop-egress .qloop-section-title')).toEqual([
+      'Sent to the model'
+    ]);
+    expect(text(node, '.qloop-egress-item')).toEqual([
+      'variable df · 1,234 chars',
+      'output cell 3 · 80 chars',
+      'file data\\u202e.csv',
+      'prompt · 12 chars'
+    ]);
+    expect(text(node, '.qloop-refusal-category')).toEqual(['category: cyber']);
+    expect(text(node, '.qloop-refusal-explanation')).toEqual([
+      "I can't help with <that>."
+    ]);
+  });
+
+  it('shortens a long egress list', async () => {
+    const egress = Array.from({ length: EGRESS_SHOWN + 5 }, (_, i) => ({
+      kind: 'variable',
+      name: `v${i}`,
+      chars: i
+    }));
+    const node = await render({ ...RECORD, egress });
+    expect(node.querySelectorAll('.qloop-egress-item')).toHaveLength(
+      EGRESS_SHOWN
+    );
+    expect(text(node, '.qloop-egress-more')).toEqual(['and 5 more']);
+  });
+
+  it('tolerates provenance fields of the wrong type', async () => {
+    const node = await render({
+      ...RECORD,
+      received: 'yes',
+      egress: { df: 3 },
+      refusal: ['cyber']
+    });
+    expect(node.querySelector('.qloop-received')).toBeNull();
+    expect(node.querySelector('.qloop-egress')).toBeNull();
+    expect(node.querySelector('.qloop-refusal')).toBeNull();
+    expect(text(node, '.qloop-answer-body strong')).toEqual(['3 rows']);
+  });
+
+  it('hardens the saved answer of a trusted output', async () => {
+    const node = await render({ ...RECORD, answer: PAYLOADS.join('\n\n') });
+    const answer = node.querySelector('.qloop-answer-body')!;
+    expect(
+      answer.querySelectorAll('script, style, iframe, svg, form, button, img')
+    ).toHaveLength(0);
+    expect(
+      answer.querySelectorAll('[style], [onerror], [onload]')
+    ).toHaveLength(0);
+    expect(answer.innerHTML).not.toContain('127.0.0.1');
+    expect(answer.textContent).toContain('remote picture');
+  });
+
+  it('explains an unreadable record', async () => {
+    const node = await render('not a record');
+    expect(node.classList.contains('qloop-transcript-unreadable')).toBe(true);
+    expect(node.textContent).toBe(
+      'unreadable qloop record: expected a JSON object, got string'
+    );
+  });
+
+  it('folds the view next to the live output of the same page', async () => {
+    trackLiveClient('client-1', { connect: () => undefined });
+    const node = await render(RECORD, rendererOptions(TRANSCRIPT_MIME), {
+      live_client: 'client-1'
+    });
+    expect(node.classList.contains('qloop-transcript-live')).toBe(true);
+    expect(text(node, 'details > summary')).toEqual([
+      'saved transcript of this turn'
+    ]);
+    const other = await render(RECORD, rendererOptions(TRANSCRIPT_MIME), {
+      live_client: 'elsewhere'
+    });
+    expect(other.querySelector('details')).toBeNull();
+  });
+
+  it('translates its words', async () => {
+    const node = await render(
+      { ...RECORD, received: true },
+      translatedOptions(TRANSCRIPT_MIME, shouting)
+    );
+    expect(text(node, '.qloop-status')).toEqual(['COMPLETED']);
+    expect(text(node, '.qloop-section-title')).toContain('PROMPT');
+    expect(text(node, '.qloop-received')).toEqual([
+      'RECEIVED FROM ELSEWHERE: NOT SIGNED BY YOU'
+    ]);
+    expect(text(node, '.qloop-decision')).toEqual(['APPROVED']);
+    // Record text is never translated.
+    expect(text(node, '.qloop-prompt-text')).toEqual(['Clean <b>df</b>']);
+  });
+});
+
+describe('text helpers', () => {
+  it('formats sizes and image placeholders', () => {
+    expect(formatBytes(812)).toBe('812 B');
+    expect(formatBytes(23456)).toBe('23 kB');
+    expect(formatBytes(1_400_000)).toBe('1.4 MB');
+    expect(formatBytes(null)).toBe('size unknown');
+    expect(imagePlaceholderText({ bytes: -1, sha256: '' })).toBe(
+      'image, size unknown'
+    );
+  });
+
+  it('describes an egress item', () => {
+    expect(egressText({ kind: 'unknown', name: 'x', chars: null })).toBe(
+      'other x'
+    );
+  });
+});
