@@ -153,7 +153,7 @@ def brief_arrow_array(array: Any) -> Brief:
 def brief_arrow_dataset(dataset: Any) -> Brief:
     """Columns of a dataset; its rows are not counted."""
     files = getattr(dataset, "files", None)
-    count = f"{len(files):,} files; " if isinstance(files, list) else ""
+    count = f"{len(files):,} file(s); " if isinstance(files, list) else ""
     return Brief(f"? x {len(dataset.schema.names):,}", "", cut(f"lazy, {count}dataset", 60))
 
 

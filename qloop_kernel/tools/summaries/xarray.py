@@ -45,7 +45,9 @@ def _in_memory_array(variable: Any) -> Any:
     return data if np is not None and isinstance(data, np.ndarray) else None
 
 
-def _storage(variable: Any) -> str:
+def _storage(variable: Any, indexed: bool = False) -> str:
+    if indexed:
+        return "index, in memory"
     chunks = variable.chunks
     if chunks is not None:
         blocks = math.prod(len(sizes) for sizes in chunks)
@@ -62,7 +64,7 @@ def _dims_text(sizes: Any) -> str:
     return ", ".join(f"{name}: {size:,}" for name, size in sizes.items()) or "none (0-d)"
 
 
-def _variable_rows(variables: Any) -> list[list[str]]:
+def _variable_rows(variables: Any, indexes: Any) -> list[list[str]]:
     rows = []
     for name, value in list(variables.items())[:LISTED_COLUMNS]:
         variable = value.variable
@@ -72,13 +74,13 @@ def _variable_rows(variables: Any) -> list[list[str]]:
                 cut(f"({', '.join(map(str, variable.dims))})", 40),
                 str(variable.dtype),
                 format_shape(variable.shape),
-                _storage(variable),
+                _storage(variable, name in indexes),
             ]
         )
     return rows
 
 
-def _table(title: str, variables: Any) -> list[str]:
+def _table(title: str, variables: Any, indexes: Any) -> list[str]:
     if not len(variables):
         return []
     header = ["name", "dims", "dtype", "shape", "storage"]
@@ -87,7 +89,7 @@ def _table(title: str, variables: Any) -> list[str]:
     return [
         "",
         f"{title} ({len(variables):,}):",
-        format_table(header, _variable_rows(variables)),
+        format_table(header, _variable_rows(variables, indexes)),
     ] + rest
 
 
@@ -108,8 +110,8 @@ def summarize_dataset(dataset: Any, label: str, paging: Paging) -> str:
         f"{label}: xarray.Dataset, dims {_dims_text(dataset.sizes)}; "
         f"{len(dataset.data_vars):,} data variables, {len(dataset.coords):,} coordinates, "
         f"{format_bytes(total)} when loaded",
-        *_table("Coordinates", dataset.coords),
-        *_table("Data variables", dataset.data_vars),
+        *_table("Coordinates", dataset.coords, dataset.indexes),
+        *_table("Data variables", dataset.data_vars, ()),
         *_attrs_lines(dataset.attrs),
     ]
     return "\n".join(lines)
@@ -123,7 +125,7 @@ def summarize_data_array(array: Any, label: str, paging: Paging) -> str:
     lines = [
         f"{label}: xarray.DataArray{name}, dims {_dims_text(array.sizes)}, dtype {array.dtype}, "
         f"{format_bytes(_nbytes(variable))}, {_storage(variable)}",
-        *_table("Coordinates", array.coords),
+        *_table("Coordinates", array.coords, array.indexes),
         *_attrs_lines(array.attrs),
         "",
     ]
