@@ -15,24 +15,24 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
+from jupyter_client.manager import KernelManager
 from traitlets.config import Config
 
+import tests.kernel_client
 from qloop_kernel.conversation import ConversationManager
-from qloop_kernel.settings import Settings
+from qloop_kernel.headless import cli
+from qloop_kernel.headless.runner import AgentNotebookClient
 from qloop_kernel.messages import ToolCall
+from qloop_kernel.notebook.tools import builtin_tools
 from qloop_kernel.permissions import AutoApprover
 from qloop_kernel.records import CellRecord, Timings, load_record
-from jupyter_client.manager import KernelManager
-
-import tests.kernel_client
-from qloop_kernel.headless import cli
 from qloop_kernel.redact import (
     MIN_FRAGMENT,
     REDACTED,
@@ -43,10 +43,9 @@ from qloop_kernel.redact import (
     redacted_fds,
     redacted_output,
 )
-from qloop_kernel.headless.runner import AgentNotebookClient
+from qloop_kernel.settings import Settings
 from qloop_kernel.testing import Reply, StandInAPI, text, tool_use
 from qloop_kernel.testing.scripted import ScriptedModel, respond
-from qloop_kernel.notebook.tools import builtin_tools
 from qloop_kernel.tools.runtime import ToolRuntime
 from tests.agent_outputs import result_text, saved_record, tool_results
 from tests.kernel_client import LabKernel
@@ -157,6 +156,141 @@ def test_what_a_cell_prints_displays_and_raises_is_redacted(
     assert shell.shown == [(ValueError, REDACTED, [f"line {REDACTED}", f"ValueError: {REDACTED}"])]
 
 
+# -- credentials in URLs and connection strings ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("said", "shown"),
+    [
+        ("postgres://user:pass@host/db", f"postgres://user:{REDACTED}@host/db"),
+        ("engine = create_engine('mysql+pymysql://u:p@h')", f"engine = create_engine('mysql+pymysql://u:{REDACTED}@h')"),
+        ("redis://:pass@cache:6379/0", f"redis://:{REDACTED}@cache:6379/0"),
+        ("clone https://user:token@git.example.com/repo.git", f"clone https://user:{REDACTED}@git.example.com/repo.git"),
+        ("postgres://u:p@ss@host:5432/db", f"postgres://u:{REDACTED}@host:5432/db"),  # raw @ in it
+        ('{"dsn": "postgresql://u:pw@h1,h2/db"}', f'{{"dsn": "postgresql://u:{REDACTED}@h1,h2/db"}}'),
+        (f"already postgres://u:{REDACTED}@h", f"already postgres://u:{REDACTED}@h"),
+    ],
+)  # fmt: skip
+def test_the_password_of_a_url_is_redacted_and_the_rest_stays_readable(
+    said: str, shown: str
+) -> None:
+    assert redact_text(said, {}) == shown
+
+
+@pytest.mark.parametrize(
+    "plain",
+    [
+        "https://example.com/path?q=a@b.com",
+        "http://localhost:8888/lab",
+        "ssh://git@github.com:22/org/repo.git",
+        "http://[::1]:8080/x",
+        "user:pass@host without a scheme",
+        "see https://docs.example.com/a:b@c for the syntax",  # a colon and @ after the path
+    ],
+)
+def test_urls_without_credentials_are_kept(plain: str) -> None:
+    assert redact_text(plain, {}) == plain
+
+
+def test_url_scanning_stays_linear_on_long_text() -> None:
+    text = "a" * 500_000 + "://" + "b" * 500_000 + ":" + "c" * 500_000
+    started = time.perf_counter()
+    assert redact_text(text, {}) == text
+    assert time.perf_counter() - started < 5  # quadratic backtracking would take minutes
+
+
+def test_passwords_inside_connection_variables_are_secrets() -> None:
+    env = {
+        "DATABASE_URL": DATABASE_URL,
+        "REPORTS_DSN": "host=db user=rep password='Rep0rts-Secret-1' dbname=r",
+        "WAREHOUSE_URI": "snowflake://svc:Wh%40use-Pass-22@acct/db",
+        "ODBC_CONNECTION_STRING": "Driver={x};Server=s;UID=u;PWD=Odbc-Pass-333;",
+        "ANTHROPIC_BASE_URL": "http://127.0.0.1:8123",  # no credentials: not a secret
+        "CACHE_URL": "redis://:short@cache",  # shorter than the minimum: only redacted in URLs
+    }
+    said = redact_text(
+        f"pw={DB_PASSWORD} rep=Rep0rts-Secret-1 wh=Wh@use-Pass-22 odbc=Odbc-Pass-333 "
+        "base=http://127.0.0.1:8123 short", env
+    )  # fmt: skip
+    assert said == (
+        f"pw={REDACTED} rep={REDACTED} wh={REDACTED} odbc={REDACTED} "
+        "base=http://127.0.0.1:8123 short"
+    )
+    assert (
+        redact_text(env["DATABASE_URL"], env)
+        == f"postgres://analyst:{REDACTED}@db.internal:5432/sales"
+    )
+    assert redact_text(env["WAREHOUSE_URI"], env) == f"snowflake://svc:{REDACTED}@acct/db"
+    assert connection_passwords("mysql://u:a%2Fb@h") == {"a%2Fb", "a/b"}
+
+
+# -- the file-descriptor relay ----------------------------------------------------------------------
+
+
+def fd_target(fd: int) -> tuple[int, int]:
+    info = os.fstat(fd)
+    return info.st_dev, info.st_ino
+
+
+def test_what_subprocesses_write_to_the_file_descriptors_is_redacted(
+    capfdbinary: pytest.CaptureFixture[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("QLOOP_CANARY_TOKEN", TOKEN)
+    monkeypatch.setenv("DATABASE_URL", DATABASE_URL)
+    before = (fd_target(1), fd_target(2))
+    with redacted_fds((1, 2)):
+        os.system('echo "out $QLOOP_CANARY_TOKEN"; echo "err $DATABASE_URL" >&2')
+        subprocess.run(["printf", "%s", f"no newline {TOKEN}"], check=True)
+        os.write(1, b"\nbytes \xff\xfe kept\n")
+    assert (fd_target(1), fd_target(2)) == before
+    out, err = capfdbinary.readouterr()
+    assert out == f"out {REDACTED}\nno newline {REDACTED}\nbytes ".encode() + b"\xff\xfe kept\n"
+    assert err == f"err postgres://analyst:{REDACTED}@db.internal:5432/sales\n".encode()
+
+
+@pytest.mark.parametrize("stop", [ValueError("failed"), KeyboardInterrupt()])
+def test_the_file_descriptors_are_restored_when_the_block_fails(
+    stop: BaseException, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("QLOOP_CANARY_TOKEN", TOKEN)
+    before = (fd_target(1), fd_target(2))
+    with pytest.raises(type(stop)), redacted_fds((1, 2)):
+        os.system("echo $QLOOP_CANARY_TOKEN")
+        raise stop
+    assert (fd_target(1), fd_target(2)) == before
+    assert capfd.readouterr().out == f"{REDACTED}\n"
+
+
+def test_a_background_process_is_still_redacted_after_the_block(
+    capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("QLOOP_CANARY_TOKEN", TOKEN)
+    with redacted_fds((1,)):
+        child = subprocess.Popen("sleep 0.8; echo late $QLOOP_CANARY_TOKEN", shell=True)
+    child.wait(10)
+    deadline = time.monotonic() + 5
+    out = ""
+    while "late" not in out and time.monotonic() < deadline:
+        time.sleep(0.05)
+        out += capfd.readouterr().out
+    assert out == f"late {REDACTED}\n"
+
+
+# -- private variables -----------------------------------------------------------------------------
+
+
+def test_private_values_are_their_cheap_text_forms() -> None:
+    private = PrivateVariables({"pw", "n", "blob", "creds", "missing"})
+    namespace = {"pw": "Hunter2-private", "n": 98765432, "blob": b"raw\nbytes", "other": "x" * 20,
+                 "creds": {"user": "me", "password": "Dict-Held-Pass"}, "flag": True}  # fmt: skip
+    assert set(private.values(namespace)) == {
+        "Hunter2-private", "98765432", "raw\nbytes", "raw\\nbytes", "Dict-Held-Pass",
+    }  # fmt: skip  # "me" is shorter than the minimum
+    assert private.covers("pw") and private.covers(" pw.upper ") and not private.covers("other")
+    said = private.redactor(namespace).text("Hunter2-private 98765432 Dict-Held-Pass xxxx")
+    assert said == f"{REDACTED} {REDACTED} {REDACTED} xxxx"
+
+
 # -- every path to the model ----------------------------------------------------------------------
 
 
@@ -201,6 +335,28 @@ def test_tool_results_never_carry_a_secret_or_a_piece_of_it(shell: InteractiveSh
         assert leaked(TOKEN, shown) == [] and leaked(KEY, shown) == [], shown
 
 
+def test_tools_refuse_private_variables_and_redact_their_values(shell: InteractiveShell) -> None:
+    shell.user_ns.update(held_pw="Hunter2-private-77", alias="Hunter2-private-77", n=98765432)
+    private = PrivateVariables({"held_pw", "n"})
+    runtime = ToolRuntime.of(builtin_tools(shell, private=private), AutoApprover())
+    calls = [("list_variables", {}), ("inspect_variable", {"name": "held_pw"}),
+             ("inspect_variable", {"name": "held_pw.upper"}), ("inspect_variable", {"name": "alias"}),
+             ("run_code", {"code": "print(held_pw, n)\nheld_pw"}), ("notebook_history", {})]  # fmt: skip
+    listed, refused, attribute, alias, ran, history = [
+        runtime.run(ToolCall(f"t{i}", name, args)) for i, (name, args) in enumerate(calls)
+    ]
+    assert "private (the user keeps these from the agent): held_pw, n" in listed.text
+    assert "alias" in listed.text and not listed.is_error
+    for outcome in (refused, attribute):
+        assert outcome.is_error and "'held_pw' is private" in outcome.text
+        assert "%agent private" in outcome.text
+    assert not alias.is_error and REDACTED in alias.text
+    assert f"{REDACTED} {REDACTED}" in ran.text and not ran.is_error
+    for outcome in (listed, refused, attribute, alias, ran, history):
+        assert "Hunter2-private-77" not in outcome.text and "98765432" not in outcome.text
+        assert leaked("Hunter2-private-77", outcome.text) == []
+
+
 def test_the_prompt_is_redacted_before_it_is_sent_and_saved(secrets_env: None) -> None:
     model = ScriptedModel([respond(text("ok"))])
     saved: list[CellRecord] = []
@@ -209,7 +365,11 @@ def test_the_prompt_is_redacted_before_it_is_sent_and_saved(secrets_env: None) -
     prompt = f"Use the token {TOKEN} and the key {KEY} to fetch the data."
     runtime = ToolRuntime.of([], AutoApprover())
     manager.run_turn(
-        prompt, model=model, runtime=runtime, settings=Settings(model="m"), cell_id="c",
+        prompt,
+        model=model,
+        runtime=runtime,
+        settings=Settings(model="m"),
+        cell_id="c",
         store=store,
     )
     sent = json.dumps(model.requests[0].messages)
@@ -339,22 +499,193 @@ def test_canary_appears_nowhere_in_a_notebook_run(
     assert os.environ.get("QLOOP_CANARY_TOKEN") == TOKEN  # the run used the canary
 
 
+# -- subprocesses, fds and the kernel's own stdout/stderr -----------------------------------------
+
+
+class KernelLogs:
+    """The kernel process's own stdout and stderr (a server's terminal, a CI log), as files."""
+
+    def __init__(self, directory: Path) -> None:
+        self.out = directory / "kernel.stdout"
+        self.err = directory / "kernel.stderr"
+
+    def text(self) -> str:
+        return "".join(p.read_text(errors="replace") for p in (self.out, self.err) if p.exists())
+
+    def wait_for(self, piece: str, timeout: float = 10) -> str:
+        deadline = time.monotonic() + timeout
+        while piece not in self.text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self.text()
+
+
+@pytest.fixture
+def kernel_logs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> KernelLogs:
+    """Kernels started by LabKernel in this test write their own stdout/stderr to files."""
+    logs = KernelLogs(tmp_path)
+
+    class LoggedKernelManager(KernelManager):
+        def start_kernel(self, **kw: Any) -> None:
+            with logs.out.open("ab") as out, logs.err.open("ab") as err:
+                super().start_kernel(stdout=out, stderr=err, **kw)
+
+    monkeypatch.setattr(tests.kernel_client, "KernelManager", LoggedKernelManager)
+    return logs
+
+
+FD_CODES = [
+    "import subprocess\nsubprocess.run('echo sub: $QLOOP_CANARY_TOKEN $DATABASE_URL', shell=True)",
+    "!echo bang: $QLOOP_CANARY_TOKEN",
+    "import os\nos.system('echo sys: $QLOOP_CANARY_TOKEN >&2')",
+    "import os, sys\nsys.__stdout__.write('raw: ' + os.environ['QLOOP_CANARY_TOKEN'] + '\\n')\n"
+    "sys.__stdout__.flush()",
+]
+FD_TARGETS = "import os\nprint([os.readlink(f'/proc/self/fd/{fd}') for fd in (1, 2)])"
+
+
+def everything_published(lab: LabKernel) -> str:
+    return json.dumps([m["content"] for channel, m in lab.history() if channel == "iopub"])
+
+
+def assert_nothing_secret(where: str, text: str) -> None:
+    assert_no_canary(where, text)
+    assert DB_PASSWORD not in text, f"the database password leaked into {where}"
+
+
 @pytest.mark.kernel
-def test_what_agent_code_writes_to_the_file_descriptor_is_redacted_in_the_cell(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize("watched", [True, False], ids=["fd-watched", "fd-unwatched"])
+def test_subprocess_output_of_agent_code_is_redacted_in_every_stream(
+    watched: bool, kernel_logs: KernelLogs, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("PYTEST_CURRENT_TEST")  # ipykernel forwards fd output only outside pytest
-    code = "import os\nos.system('echo from a subprocess: $QLOOP_CANARY_TOKEN')"
-    script = [Reply([tool_use("run_code", {"code": code})]), Reply([text("Echoed.")])]
+    if watched:  # ipykernel copies fd output into the cell (and echoes it) only outside pytest
+        monkeypatch.delenv("PYTEST_CURRENT_TEST")
+    script = [Reply([tool_use("run_code", {"code": c})]) for c in FD_CODES]
+    env = {"QLOOP_CANARY_TOKEN": TOKEN, "DATABASE_URL": DATABASE_URL}
     with (
-        StandInAPI(script) as api,
-        LabKernel({**api.environment(), "QLOOP_CANARY_TOKEN": TOKEN}) as lab,
+        StandInAPI([*script, Reply([text("Echoed.")])], api_key=KEY) as api,
+        LabKernel({**api.environment(api_key=KEY), **env}) as lab,
     ):
         lab.run("%load_ext qloop_kernel")
+        before = lab.run(FD_TARGETS)
         cell = lab.execute("%%agent --approve auto\nEcho the token.", cell_id="echo")
-        assert lab.complete(cell, 60)["content"]["status"] == "ok"
-        lab.wait_for_output(cell, "from a subprocess: ", 10)  # flushed a little later
-        assert "from a subprocess: [REDACTED]" in lab.stdout(cell)
-        assert_no_canary(
-            "the cell's outputs", json.dumps([m["content"] for m in lab.outputs(cell)])
+        assert lab.complete(cell, 90)["content"]["status"] == "ok"
+        if watched:
+            lab.wait_for(lambda: "sys: " in lab.stderr(cell), 10, "fd output in the cell")
+        assert lab.run(FD_TARGETS) == before  # the relay is gone after the cell
+        record, published = saved_record(lab, cell), everything_published(lab)
+        bodies = json.dumps([r.body for r in api.requests])
+    own = kernel_logs.wait_for("raw: ")
+    shown = f"sub: {REDACTED} postgres://analyst:{REDACTED}@db.internal:5432/sales"
+    assert shown in (published if watched else own)
+    assert f"bang: {REDACTED}" in published and f"raw: {REDACTED}" in own
+    assert f"sys: {REDACTED}" in (published if watched else own)
+    if watched:  # ipykernel also echoes fd output to the kernel's own terminal
+        assert shown in own and f"sys: {REDACTED}" in own
+    for where, value in [("IOPub", published), ("the record", json.dumps(record)),
+                         ("the requests", bodies), ("the kernel's stdout/stderr", own)]:  # fmt: skip
+        assert_nothing_secret(where, value)
+
+
+PRIVATE_SCRIPT = [
+    Reply([tool_use("list_variables", {})]),
+    Reply(
+        [
+            tool_use("inspect_variable", {"name": "held_pw"}),
+            tool_use("inspect_variable", {"name": "creds.keys"}),
+            tool_use("inspect_variable", {"name": "alias"}),
+        ]
+    ),  # fmt: skip
+    Reply([tool_use("run_code", {"code": "print(held_pw, creds['password'])\nheld_pw"})]),
+    Reply([text("I left the private values alone.")]),
+]
+
+
+@pytest.mark.kernel
+def test_private_variables_are_refused_and_redacted_through_a_kernel(
+    kernel_logs: KernelLogs,
+) -> None:
+    pw, nested = "Hunter2-private-77", "Nested-Pass-4242"
+    with (
+        StandInAPI(PRIVATE_SCRIPT, api_key=KEY) as api,
+        LabKernel(api.environment(api_key=KEY)) as lab,
+    ):
+        lab.run("%load_ext qloop_kernel")
+        lab.run(
+            f"held_pw = {pw!r}\nalias = held_pw\ncreds = {{'user': 'me', 'password': {nested!r}}}"
         )
+        listed = lab.run("%agent private held_pw creds")
+        assert listed == "private variables (tools do not inspect or print them): creds, held_pw\n"
+        cell = lab.execute("%%agent --approve auto\nLook at my variables.", cell_id="p")
+        assert lab.complete(cell, 90)["content"]["status"] == "ok"
+        record, requests = saved_record(lab, cell), api.requests
+        published = json.dumps([m["content"] for m in lab.messages(cell)])  # the agent cell's IOPub
+        assert lab.run("%agent private --clear held_pw").endswith(": creds\n")
+        assert lab.run("%agent private --clear").endswith(": none\n")
+    [listing] = tool_results(requests[1])
+    assert "private (the user keeps these from the agent): creds, held_pw" in result_text(listing)
+    refused_pw, refused_creds, alias = tool_results(requests[2])
+    assert refused_pw["is_error"] and "'held_pw' is private" in result_text(refused_pw)
+    assert refused_creds["is_error"] and "'creds' is private" in result_text(refused_creds)
+    assert not alias.get("is_error") and REDACTED in result_text(alias)  # same value, other name
+    [ran] = tool_results(requests[3])
+    assert f"{REDACTED} {REDACTED}" in result_text(ran)
+    sent = json.dumps([r.body for r in requests])
+    for where, value in [("the requests", sent), ("IOPub", published),
+                         ("the record", json.dumps(record)), ("the kernel's output", kernel_logs.text())]:  # fmt: skip
+        assert pw not in value and nested not in value, where
+
+
+@pytest.mark.kernel
+def test_qloop_run_prints_and_saves_nothing_secret(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("PYTEST_CURRENT_TEST")  # the kernel watches its fds, as outside pytest
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("%load_ext qloop_kernel"),
+        nbformat.v4.new_code_cell(f"%%agent\nConnect with {DATABASE_URL} and token {TOKEN}."),
+    ]
+    source = tmp_path / "in.ipynb"
+    nbformat.write(nb, source)
+    code = "import os\nos.system('echo $QLOOP_CANARY_TOKEN $DATABASE_URL; echo $ANTHROPIC_API_KEY >&2')"
+    script = [Reply([tool_use("run_code", {"code": code})]), Reply([text("Connected.")])]
+    with StandInAPI(script, api_key=KEY) as api:
+        for name, value in {**api.environment(api_key=KEY), "QLOOP_CANARY_TOKEN": TOKEN,
+                            "DATABASE_URL": DATABASE_URL, "QLOOP_APPROVAL": "auto"}.items():  # fmt: skip
+            monkeypatch.setenv(name, value)
+        status = cli.main(
+            ["run", str(source), "-o", str(tmp_path / "out.ipynb"), "--approve", "auto"]
+        )
+        bodies = json.dumps([r.body for r in api.requests])
+    printed = capfd.readouterr()  # qloop's own lines and the kernel's stdout/stderr (inherited)
+    assert status == 0 and len(api.requests) == 2
+    assert (
+        f"[2/2] ok      %%agent Connect with postgres://analyst:{REDACTED}@db.intern  → agent"
+        in printed.err
+    )
+    saved = nbformat.read(tmp_path / "out.ipynb", as_version=4)
+    assert f"{REDACTED} postgres://analyst:{REDACTED}@" in json.dumps(saved.cells[1].outputs)
+    for where, value in [("qloop's output", printed.out + printed.err), ("the requests", bodies),
+                         ("the saved notebook", saved_text(saved))]:  # fmt: skip
+        assert_nothing_secret(where, value)
+
+
+def test_qloop_show_prints_nothing_secret(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("QLOOP_CANARY_TOKEN", TOKEN)
+    # A record written where the token was no secret: its prompt carries the value and a password.
+    record = CellRecord(
+        session_id="s", prompt=f"use {TOKEN} with postgres://u:{DB_PASSWORD}@h/db", model="m",
+        status="completed", timings=Timings(started_at="2025-01-01T00:00:00Z"),
+    ).sealed()  # fmt: skip
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("%%agent\nanything")
+    cell.metadata["qloop"] = record.model_dump(mode="json")
+    nb.cells = [cell]
+    path = tmp_path / "nb.ipynb"
+    nbformat.write(nb, path)
+    assert cli.main(["show", str(path)]) == 0
+    printed = capsys.readouterr().out
+    assert f"use {REDACTED} with postgres://u:{REDACTED}@h" in printed
+    assert_nothing_secret("qloop show", printed)

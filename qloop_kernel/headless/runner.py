@@ -14,6 +14,7 @@ from nbclient import NotebookClient
 
 from ..records import METADATA_KEY, MIME_TYPE, RecordError, load_record
 from ..records.text import usage_line
+from ..redact import redact_text
 
 
 def mirrored_record(cell: Any) -> dict[str, Any] | None:
@@ -71,7 +72,8 @@ def _progress_line(cell: Any, index: int, total: int, reply: Any) -> str:
     status = (reply or {}).get("content", {}).get("status", "?")
     lines = cell.source.strip().splitlines() or [""]
     agent = lines[0].startswith("%%agent") and len(lines) > 1
-    first = (f"%%agent {lines[1]}" if agent else lines[0])[:60]
+    # Redacted before the cut, so that no piece of a secret is left to show.
+    first = redact_text(f"%%agent {lines[1]}" if agent else lines[0])[:60]
     line = f"[{index + 1}/{total}] {status:<7} {first}"
     saved = cell.metadata.get(METADATA_KEY)
     if saved is not None and cell.source.lstrip().startswith("%%agent"):
@@ -81,4 +83,4 @@ def _progress_line(cell: Any, index: int, total: int, reply: Any) -> str:
             line += usage_line(record)
         except RecordError as exc:
             line += f"  → {exc}"
-    return line + "\n"
+    return redact_text(line) + "\n"

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..messages import Block
+from ..redact import PrivateVariables, redact_text, redacting_also
 from ..tools.runtime import ToolFailure, format_exception, strip_ansi, truncate
 
 MAX_IMAGES = 4
@@ -33,6 +34,7 @@ class CodeRunner:
 
     shell: Any
     timeout_s: float | None = None
+    private: PrivateVariables | None = None  # their values are redacted from what the code shows
 
     def run_code(self, code: str) -> list[Block]:
         """Run Python code in the user's live Jupyter kernel namespace (variables persist between
@@ -44,13 +46,24 @@ class CodeRunner:
         """
         from IPython.utils.capture import capture_output
 
-        with capture_output(display=True) as captured, _time_limit(self.timeout_s):
+        private = self.private or PrivateVariables()
+        before = private.values(self.shell.user_ns)
+        with (
+            redacting_also(before),
+            capture_output(display=True) as captured,
+            _time_limit(self.timeout_s),
+        ):
             result = self.shell.run_cell(code, store_history=False, silent=False)
-        captured.show()  # the outputs appear in the agent cell, below the call's card
-        error = result.error_before_exec or result.error_in_exec
-        if isinstance(error, KeyboardInterrupt):
-            raise KeyboardInterrupt  # the user's interrupt ends the turn, it is not a tool failure
-        content = _content(captured, result.result, error, self.timeout_s)
+        # Private values as they were before and after the code: it may have set them.
+        with redacting_also([*before, *private.values(self.shell.user_ns)]):
+            captured.show()  # the outputs appear in the agent cell, below the call's card
+            error = result.error_before_exec or result.error_in_exec
+            if isinstance(error, KeyboardInterrupt):
+                raise KeyboardInterrupt  # the user's interrupt ends the turn, not a tool failure
+            content = _content(captured, result.result, error, self.timeout_s)
+            content = [
+                {**b, "text": redact_text(b["text"])} if b["type"] == "text" else b for b in content
+            ]
         if error is not None:
             raise ToolFailure("\n".join(b["text"] for b in content if b["type"] == "text"))
         return content

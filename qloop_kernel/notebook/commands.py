@@ -1,8 +1,9 @@
-"""The ``%agent`` sub-commands: help, status, set, price, allow, reset, key."""
+"""The ``%agent`` sub-commands: help, status, set, price, allow, reset, key, private."""
 
 from __future__ import annotations
 
 import getpass
+import keyword
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ HELP = """\
 %agent allow TOOL            run TOOL without asking for the rest of the session
 %agent reset                 start a fresh conversation
 %agent key                   type the API key for this kernel (not shown, never saved)
+%agent private [NAME ...]    keep variables from the agent (tools refuse to show them); no NAME:
+                             list them; --clear [NAME ...]: make them (or all) visible again
 options: --approve {{{policies}}} --max-turns N --max-cost USD --max-tokens N
          --timeout SECONDS --code-timeout SECONDS --model NAME --new (fresh conversation) --fresh (ignore the saved record)"""
 
@@ -98,6 +101,26 @@ def _key(magics: Any, args: list[str]) -> None:
     print("API key set for this kernel")
 
 
+def _private(magics: Any, args: list[str]) -> None:
+    from ..redact import private_variables
+
+    private = private_variables(magics.agent.manager)
+    clear = bool(args) and args[0] == "--clear"
+    names = args[1:] if clear else args
+    bad = [n for n in names if not n.isidentifier() or keyword.iskeyword(n)]
+    if bad:
+        raise UsageError(
+            f"%agent private: {bad[0]!r} is not a variable name "
+            "(usage: %agent private NAME [NAME ...], or --clear [NAME ...])"
+        )
+    if clear:
+        private.names.difference_update(names or set(private.names))
+    else:
+        private.names.update(names)
+    shown = ", ".join(sorted(private.names)) or "none"
+    print(f"private variables (tools do not inspect or print them): {shown}")
+
+
 @dataclass(frozen=True)
 class Command:
     """A sub-command and the numbers of words it takes; other word counts are a one-line task."""
@@ -114,4 +137,5 @@ COMMANDS = {
     "allow": Command(_allow, (1,)),
     "reset": Command(_reset, (0,)),
     "key": Command(_key, (0,)),
+    "private": Command(_private, tuple(range(33))),
 }

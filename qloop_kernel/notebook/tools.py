@@ -4,19 +4,33 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import ToolFailure
+from ..redact import PrivateVariables, private_variables
 from ..tools.runtime import Tool
 from ..tools.user import registered_tools
 from .code import CodeRunner
 
 
-def builtin_tools(shell: Any, *, code_timeout_s: float | None = None) -> list[Tool]:
-    """list_variables, inspect_variable, run_code and notebook_history for ``shell``."""
+def builtin_tools(
+    shell: Any, *, code_timeout_s: float | None = None, private: PrivateVariables | None = None
+) -> list[Tool]:
+    """list_variables, inspect_variable, run_code and notebook_history for ``shell``.
+
+    ``private``: the variables the tools refuse to show (default: the session's, `%agent private`).
+    """
     from ..tools import history, namespace
+
+    private = private if private is not None else session_private_variables(shell)
 
     def list_variables() -> str:
         """List the user's variables in the live kernel: name, type, shape or length, dtypes and
         approximate memory. Modules, IPython internals and names starting with _ are left out."""
-        return namespace.list_variables(shell.user_ns, hidden=shell.user_ns_hidden)
+        ns = shell.user_ns
+        shown = {k: v for k, v in ns.items() if k not in private.names}
+        listing = namespace.list_variables(shown, hidden=shell.user_ns_hidden)
+        if hidden := sorted(n for n in private.names if n in ns):
+            listing += "\nprivate (the user keeps these from the agent): " + ", ".join(hidden)
+        return private.redactor(ns).text(listing)
 
     def inspect_variable(
         name: str, columns: list[str] | None = None, offset: int = 0, rows: int = 5
@@ -31,9 +45,16 @@ def builtin_tools(shell: Any, *, code_timeout_s: float | None = None) -> list[To
             offset: first row to show
             rows: number of rows to show
         """
-        return namespace.inspect_variable(
+        if private.covers(name):
+            raise ToolFailure(
+                f"{name.strip().split('.')[0]!r} is private: the user marked it with "
+                "`%agent private`, so tools do not inspect or print it. Work without its value, "
+                "or ask the user."
+            )
+        summary = namespace.inspect_variable(
             shell.user_ns, name, columns=columns, offset=offset, rows=rows
         )
+        return private.redactor(shell.user_ns).text(summary)
 
     def notebook_history(last: int = 10) -> str:
         """The cells the user ran most recently in this kernel: source and short output.
@@ -41,9 +62,9 @@ def builtin_tools(shell: Any, *, code_timeout_s: float | None = None) -> list[To
         Args:
             last: how many recent cells to show
         """
-        return history.notebook_history(shell, last=last)
+        return private.redactor(shell.user_ns).text(history.notebook_history(shell, last=last))
 
-    runner = CodeRunner(shell, timeout_s=code_timeout_s)
+    runner = CodeRunner(shell, timeout_s=code_timeout_s, private=private)
     return [
         Tool.from_function(list_variables, requires_approval=False),
         Tool.from_function(inspect_variable, requires_approval=False),
@@ -51,3 +72,11 @@ def builtin_tools(shell: Any, *, code_timeout_s: float | None = None) -> list[To
         Tool.from_function(notebook_history, requires_approval=False),
         *registered_tools(),
     ]
+
+
+def session_private_variables(shell: Any) -> PrivateVariables:
+    """The private variables of the agent session on ``shell`` (none without one)."""
+    registry = getattr(getattr(shell, "magics_manager", None), "registry", {})
+    agent = getattr(registry.get("AgentMagics"), "agent", None)
+    manager = getattr(agent, "manager", None)
+    return private_variables(manager) if manager is not None else PrivateVariables()
