@@ -168,6 +168,7 @@ def test_the_classifier_imports_only_the_standard_library():
         "__future__",
         "ast",
         "builtins",
+        "contextlib",
         "re",
         "collections.abc",
         "dataclasses",
@@ -206,20 +207,21 @@ _DANGEROUS = [c for c in CASES if c.risk in {"external", "destructive"}]
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(_DANGEROUS), st.sampled_from(["if n:", "while n:", "with lock:", "try:"]))
-def test_dangerous_code_keeps_its_class_inside_a_block(case: Case, header: str):
+def test_dangerous_code_stays_dangerous_inside_a_block(case: Case, header: str):
     body = TRANSFORM.transform_cell(case.code).rstrip("\n").replace("\n", "\n    ")
     tail = "\nexcept Exception:\n    pass\n" if header == "try:" else "\n"
     assessment = classify(f"{header}\n    {body}{tail}", case.existing)
-    assert assessment.risk == case.risk, (case.code, shown(assessment))
+    # a binding in a block may not happen, so what it binds can become unknown, never safer
+    assert assessment.risk in {case.risk, "unknown"}, (case.code, shown(assessment))
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from([c for c in CASES if c.risk == "external"]))
-def test_external_code_stays_external_inside_a_function_it_defines(case: Case):
+def test_external_code_stays_dangerous_inside_a_function_it_defines(case: Case):
     """A function body is classified as if it ran: defining it does not hide what it does."""
     body = TRANSFORM.transform_cell(case.code).rstrip("\n").replace("\n", "\n    ")
     assessment = classify(f"def step():\n    {body}\n", case.existing)
-    assert assessment.risk == "external", (case.code, shown(assessment))
+    assert assessment.risk in {"external", "unknown"}, (case.code, shown(assessment))
 
 
 # -- the rules table in the docs ----------------------------------------------------------------------
@@ -255,6 +257,19 @@ def test_rules_table_lists_every_name_of_every_table():
     assert {n for n in risk.BUILTINS if not n[0].isupper()} <= named
     for rule in risk.rules():
         assert rule.risk in RISKS
+
+
+def test_method_tables_do_not_overlap():
+    """A method name has one class: the tables are tried in order, so an overlap would hide one."""
+    tables = {
+        "read": risk.READ_METHODS,
+        "write": risk.MUTATING_METHODS,
+        "compute": set(risk.COMPUTE_METHODS),
+        "external": set(risk.EXTERNAL_METHODS) | risk.OPTIONAL_PATH_WRITERS,
+    }
+    for first, names in tables.items():
+        for second, others in tables.items():
+            assert first == second or not (names & others), (first, second, names & others)
 
 
 # -- policies ------------------------------------------------------------------------------------------

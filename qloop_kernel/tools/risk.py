@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import re
 from collections.abc import Callable, Container, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -155,7 +156,7 @@ FUNCTIONS: dict[str, Effect] = {
         "shutil.which shutil.disk_usage shutil.get_terminal_size tempfile.gettempdir "
         "logging.getLogger logging.debug logging.info logging.warning logging.error "
         "logging.exception logging.critical logging.log threading.current_thread "
-        "threading.active_count threading.get_ident dask.delayed",
+        "threading.active_count threading.get_ident dask.delayed sqlalchemy.text",
     ),
     **_each(SHELL, "os.system os.popen"),
     **_each(
@@ -253,13 +254,21 @@ READ_METHODS: frozenset[str] = _words(
     "between to_numpy to_dict to_list tolist to_frame to_records to_pandas to_arrow reshape "
     "ravel flatten squeeze transpose swapaxes dot matmul nonzero item view searchsorted select "
     "with_columns withColumn withColumnRenamed alias cast lazy explain collect_schema "
-    "printSchema limit orderBy groupBy repartition coalesce cache map_partitions "
+    "printSchema limit orderBy groupBy repartition coalesce cache map_partitions size cumcount "
+    "ngroup nth ohlc iterrows itertuples iteritems to_period to_timestamp asfreq droplevel "
+    "swaplevel get_level_values combine_first align compare equals first_valid_index "
+    "last_valid_index infer_objects convert_dtypes tz_convert diagonal trace ptp repeat compress "
+    "conj argpartition background_gradient highlight_max highlight_min highlight_null "
+    "set_caption set_properties set_table_styles hide "
     # plotting (draws on a new or the current figure)
     "plot hist boxplot bar barh scatter line pie area kde density hexbin imshow contour contourf "
     "pcolormesh heatmap errorbar fill_between axhline axvline annotate text legend grid set "
     "set_title set_xlabel set_ylabel set_xlim set_ylim set_xticks set_yticks set_xticklabels "
     "set_yticklabels set_xscale set_yscale set_aspect tick_params twinx twiny suptitle "
     "tight_layout add_subplot subplots colorbar get_figure invert_xaxis invert_yaxis "
+    "set_major_formatter set_major_locator set_minor_locator bar_label axis margins "
+    "locator_params autofmt_xdate set_facecolor set_size_inches add_axes get_legend set_label "
+    "set_ticks set_ticklabels label_outer "
     # text, containers, dates, files opened for reading, fitted models
     "lower upper title capitalize casefold strip lstrip rstrip split rsplit splitlines "
     "startswith endswith find rfind index rindex format format_map encode decode isdigit isalpha "
@@ -285,7 +294,7 @@ COMPUTE_METHODS: dict[str, Effect] = {
     **_each(STARTS_SPARK, "collect toPandas foreach foreachPartition toLocalIterator fetch"),
     **_each(MAYBE_SPARK, "count show take first"),
     "getOrCreate": Effect("compute", "starts a Spark session"),
-    **_each(STARTS_CLUSTER, "submit gather scatter"),
+    **_each(STARTS_CLUSTER, "submit gather"),
 }
 # Compute-looking names that are plain reads on pandas, numpy, matplotlib, builtins... objects.
 AMBIGUOUS_COMPUTE: frozenset[str] = frozenset({"count", "show", "take", "first"})
@@ -505,6 +514,8 @@ class _Scope:
     declared_global: set[str] = field(default_factory=set)
     params: frozenset[str] = frozenset()
     mutates_params: bool = False  # the body changes an object passed to it
+    branch_depth: int = 0  # inside how many branches of this scope's own code
+    serial: int = 0
 
 
 @dataclass
@@ -517,6 +528,8 @@ class _Bindings:
     kinds: dict[str, str] = field(default_factory=dict)  # name -> what made its value
     strings: dict[str, ast.expr] = field(default_factory=dict)
     functions: set[str] = field(default_factory=set)
+    bindings: dict[str, int] = field(default_factory=dict)  # how often each scope binds a name
+    maybe_module: set[str] = field(default_factory=set)  # may hold a module or a function of one
     param_mutators: set[str] = field(default_factory=set)  # functions that change their arguments
     refers: dict[str, set[str]] = field(
         default_factory=dict
@@ -540,6 +553,8 @@ class _Analysis(ast.NodeVisitor):
         self.names = _Bindings()
         self.scopes: list[_Scope] = []
         self.mutating_lambdas: set[int] = set()
+        self.branch_depth = 0  # inside how many branches of the module's own code
+        self.scope_count = 0
         self.line_offset = 0
         self.magic_depth = 0
 
@@ -598,16 +613,18 @@ class _Analysis(ast.NodeVisitor):
     def resolve_name(self, name: str) -> str | None:
         if name in self.names.aliases:
             return self.names.aliases[name]
-        usual = name not in self.names.created and self.is_user_name(name)
-        if usual and name in ASSUMED_MODULES:
-            return ASSUMED_MODULES[name]  # imported by an earlier cell, under its usual name
+        assumed = self.assumed_module(name)
+        if assumed is not None:
+            return assumed  # imported by an earlier cell, under its usual name
         if self.shadowed(name) or name not in BUILTINS:
             return None
         return f"builtins.{name}"
 
-    def bind(self, name: str, node: ast.AST, value: ast.expr | None) -> None:
+    def bind(
+        self, name: str, node: ast.AST, value: ast.expr | None, target: str | None = None
+    ) -> None:
         """A name is (re)bound: note the write or the overwrite, and track what it now holds."""
-        self.track(name, value)
+        self.track(name, value, target)
         if not self.is_user_name(name):
             return
         self.changed.add(name)
@@ -617,26 +634,98 @@ class _Analysis(ast.NodeVisitor):
             self.note(node, Effect("write", ""), f"creates {name}")
         self.names.created.add(name)
 
-    def track(self, name: str, value: ast.expr | None) -> None:
+    def track(self, name: str, value: ast.expr | None, target: str | None = None) -> bool:
+        """Record what a name holds now (the module it names, what made its value, its text).
+
+        Only a name bound once, outside any branch, loop or function, holds something known: any
+        other binding may leave the earlier value in place, so the name is then one of several
+        things. Returns whether the binding is certain.
+        """
         names = self.names
-        target = self.resolve(value) if value is not None else None
-        if target is not None:
-            known = names.aliases.get(name, target)
-            names.aliases[name] = target if known == target else None
-        elif name in names.aliases:
-            names.aliases[name] = None  # bound to a module once, to something else now
+        target = target or (self.resolve(value) if value is not None else None)
+        previous = names.aliases.get(name, self.assumed_module(name))
+        key = self.binding_key(name)
+        names.bindings[key] = names.bindings.get(key, 0) + 1
+        certain = self.is_certain(name)
+        for table in (names.kinds, names.strings, names.refers):
+            table.pop(name, None)
         names.functions.discard(name)
         names.param_mutators.discard(name)
-        names.refers.pop(name, None)
-        kind = self.kind_of(value) if value is not None else None
+        if certain and target is None:
+            names.aliases.pop(name, None)
+        elif certain or (target is not None and target == previous):
+            names.aliases[name] = target
+        else:
+            names.aliases[name] = None  # one of several things
+            if target is not None or previous is not None:
+                names.maybe_module.add(name)
+        kind = self.kind_of(value) if certain else None
         if kind:
             names.kinds[name] = kind
-        else:
-            names.kinds.pop(name, None)
-        if value is not None and _is_string_expr(value):
+        if certain and value is not None and _is_string_expr(value):
             names.strings[name] = value
-        else:
-            names.strings.pop(name, None)
+        return certain
+
+    def is_certain(self, name: str) -> bool:
+        """Whether the one binding of a name so far happens whenever the code runs."""
+        depth = self.scopes[-1].branch_depth if self.scopes else self.branch_depth
+        global_from_function = bool(self.scopes) and self.is_user_name(name)
+        once = self.names.bindings.get(self.binding_key(name)) == 1
+        return once and depth == 0 and not global_from_function
+
+    def binding_key(self, name: str) -> str:
+        """A name as the scope that binds it: locals of different functions are different names."""
+        for depth, scope in enumerate(reversed(self.scopes)):
+            if scope.kind == "class" and depth > 0:
+                continue
+            if name in scope.declared_global:
+                return name
+            if name in scope.local:
+                return f"{scope.serial}:{name}"
+        return name
+
+    def is_ambiguous_module(self, node: ast.expr) -> bool:
+        """Whether an expression's root may be a module here, or may be something else."""
+        root = _root_name(node)
+        names = self.names
+        return root in names.maybe_module and names.aliases.get(root or "") is None
+
+    def assumed_module(self, name: str) -> str | None:
+        """The module a name is taken to be when this code has not bound it (``pd``, ``os``)."""
+        if self.binding_key(name) in self.names.bindings or not self.is_user_name(name):
+            return None
+        return ASSUMED_MODULES.get(name)
+
+    @contextlib.contextmanager
+    def branch(self) -> Iterator[None]:
+        """Code that may run or not (a branch, a loop, a handler, a function body)."""
+        holder: _Scope | _Analysis = self.scopes[-1] if self.scopes else self
+        holder.branch_depth += 1
+        try:
+            yield
+        finally:
+            holder.branch_depth -= 1
+
+    def visit_If(self, node: ast.If | ast.While) -> None:
+        self.visit(node.test)
+        with self.branch():
+            for statement in [*node.body, *node.orelse]:
+                self.visit(statement)
+
+    visit_While = visit_If
+
+    def visit_Try(self, node: ast.Try | ast.TryStar) -> None:
+        with self.branch():
+            for part in [*node.body, *node.handlers, *node.orelse]:
+                self.visit(part)
+        for statement in node.finalbody:
+            self.visit(statement)
+
+    visit_TryStar = visit_Try
+
+    def visit_match_case(self, node: ast.match_case) -> None:
+        with self.branch():
+            self.generic_visit(node)
 
     def kind_of(self, node: ast.expr | None, depth: int = 0) -> str | None:
         """What made a value: a qualified function name, ``builtins`` for literals, or None."""
@@ -678,14 +767,14 @@ class _Analysis(ast.NodeVisitor):
     # -- statements --------------------------------------------------------------------------------
 
     def visit_Assign(self, node: ast.Assign) -> None:
-        self.visit(node.value)
+        self.visit_assigned(node.targets, node.value)
         for target in node.targets:
             self.bind_target(target, node.value, node)
             self.refer(target, node.value)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         if node.value is not None:
-            self.visit(node.value)
+            self.visit_assigned([node.target], node.value)
             self.bind_target(node.target, node.value, node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
@@ -697,11 +786,36 @@ class _Analysis(ast.NodeVisitor):
         else:
             self.bind_target(target, None, node)
 
+    def visit_assigned(self, targets: list[ast.expr], value: ast.expr) -> None:
+        """Visit an assigned value; a module or function bound to a plain name is an alias, not a use."""
+        pairs = [(t, value) for t in targets]
+        if isinstance(value, (ast.Tuple, ast.List)):
+            same = [
+                t for t in targets if isinstance(t, type(value)) and len(t.elts) == len(value.elts)
+            ]
+            if len(same) == len(targets):
+                pairs = [
+                    (t, v) for target in same for t, v in zip(target.elts, value.elts, strict=True)
+                ]
+        seen: set[int] = set()
+        for target, part in pairs:
+            if id(part) in seen:
+                continue
+            seen.add(id(part))
+            if isinstance(target, ast.Name) and self.resolve(part) is not None:
+                self.visit_receiver(part)
+            else:
+                self.visit(part)
+
     def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
-        self.visit(node.value)
+        self.visit_assigned([node.target], node.value)
         scopes, self.scopes = self.scopes, [s for s in self.scopes if s.kind != "comprehension"]
         try:
-            self.bind(node.target.id, node, node.value)
+            if len(scopes) != len(self.scopes):  # in a comprehension: it may bind no time
+                with self.branch():
+                    self.bind(node.target.id, node, node.value)
+            else:
+                self.bind(node.target.id, node, node.value)
         finally:
             self.scopes = scopes
 
@@ -765,6 +879,9 @@ class _Analysis(ast.NodeVisitor):
         root = _root_name(receiver)
         if root is None:
             return  # a temporary: the call that made it is judged on its own
+        if self.is_ambiguous_module(receiver):
+            self.note(node, UNCHECKED, f"changes {root}, which may be a module")
+            return
         qualified = self.module_path(receiver)
         if qualified is not None:
             self.note(node, _module_state_effect(qualified), None)
@@ -817,10 +934,11 @@ class _Analysis(ast.NodeVisitor):
 
     def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
         self.visit(node.iter)
-        self.bind_target(node.target, None, node)
-        self.refer(node.target, node.iter)
-        for statement in [*node.body, *node.orelse]:
-            self.visit(statement)
+        with self.branch():  # the loop may run no time: its names may keep their earlier values
+            self.bind_target(node.target, None, node)
+            self.refer(node.target, node.iter)
+            for statement in [*node.body, *node.orelse]:
+                self.visit(statement)
 
     visit_AsyncFor = visit_For
 
@@ -897,18 +1015,14 @@ class _Analysis(ast.NodeVisitor):
 
     def bind_import(self, bound: str, qualified: str, node: ast.AST) -> None:
         """Bind an imported name; its module's usual name (``pd``, ``json``) is not a write."""
-        names = self.names
-        known = names.aliases.get(bound, qualified)
         usual = qualified.split(".")[-1] == bound or CONVENTIONAL_ALIASES.get(bound) == qualified
         if not usual:
-            self.bind(bound, node, None)
-        elif self.is_user_name(bound):
+            self.bind(bound, node, None, qualified)
+            return
+        self.track(bound, None, qualified)
+        if self.is_user_name(bound):
             self.changed.add(bound)
-            names.created.add(bound)
-        names.aliases[bound] = qualified if known == qualified else None
-        names.kinds.pop(bound, None)
-        names.strings.pop(bound, None)
-        names.functions.discard(bound)
+            self.names.created.add(bound)
 
     # -- definitions -------------------------------------------------------------------------------
 
@@ -919,7 +1033,9 @@ class _Analysis(ast.NodeVisitor):
             if default is not None:
                 self.visit(default)
         self.bind(node.name, node, None)
-        self.names.functions.add(node.name)
+        certain = self.is_certain(node.name)
+        if certain:
+            self.names.functions.add(node.name)
         params = frozenset(_parameters(node.args))
         scope = _Scope("function", _local_names(node), _globals_of(node.body), params)
         self.visit_body(node.body, scope)
@@ -941,10 +1057,13 @@ class _Analysis(ast.NodeVisitor):
         for expression in [*node.decorator_list, *node.bases, *(k.value for k in node.keywords)]:
             self.visit(expression)
         self.bind(node.name, node, None)
-        self.names.functions.add(node.name)
+        if self.is_certain(node.name):
+            self.names.functions.add(node.name)
         self.visit_body(node.body, _Scope("class", _bound_names(node.body)))
 
     def visit_body(self, body: list[ast.stmt] | list[ast.expr], scope: _Scope) -> None:
+        self.scope_count += 1
+        scope.serial = self.scope_count
         self.scopes.append(scope)
         try:
             for statement in body:
@@ -960,7 +1079,8 @@ class _Analysis(ast.NodeVisitor):
         targets: set[str] = set()
         for generator in node.generators:
             targets |= _target_names(generator.target)
-        self.scopes.append(_Scope("comprehension", targets))
+        self.scope_count += 1
+        self.scopes.append(_Scope("comprehension", targets, serial=self.scope_count))
         for generator in node.generators:
             self.refer(generator.target, generator.iter)
         try:
@@ -1118,6 +1238,11 @@ class _Analysis(ast.NodeVisitor):
         self.note(node, effect, f"{effect.text} ({shown})")
 
     def call_method(self, node: ast.Call, func: ast.Attribute) -> None:
+        if self.is_ambiguous_module(func.value):
+            self.note(
+                node, UNCHECKED, f"calls {_describe(func)}(), which may be a module's function"
+            )
+            return
         for rule in _METHOD_RULES:
             if rule(self, node, func):
                 return
