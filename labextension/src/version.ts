@@ -2,7 +2,7 @@
  * The extension's version, read from its package.json (the one place it is
  * written) when the extension is built.
  */
-import packageJson from '../package.json';
+import { version } from '../package.json';
 
 /** The npm package version, reported to the kernel's `hello` request. */
-export const EXTENSION_VERSION: string = packageJson.version;
+export const EXTENSION_VERSION: string = version;
