@@ -16,6 +16,8 @@ from .common import (
     HEAD_COLUMNS,
     HEAD_COLWIDTH,
     LISTED_COLUMNS,
+    MIN_SAMPLE_ROWS,
+    SAMPLE_CELLS,
     SAMPLE_ROWS,
     SAMPLE_SEED,
     Brief,
@@ -94,21 +96,26 @@ def _frame_head(df: Any, positions: list[int], start: int, stop: int) -> str:
     return f"Rows {start:,}-{stop - 1:,} of {len(df):,}{shown}:\n{table}"
 
 
-def _sample_positions(length: int) -> Any:
+def sample_size(columns: int) -> int:
+    """Rows in the sample of a frame with ``columns`` described columns (work ~ cells)."""
+    return max(MIN_SAMPLE_ROWS, min(SAMPLE_ROWS, SAMPLE_CELLS // max(columns, 1)))
+
+
+def _sample_positions(length: int, size: int) -> Any:
     """Sorted positions of a seeded random sample, or None when everything fits in the sample."""
-    if length <= SAMPLE_ROWS:
+    if length <= size:
         return None
     np = loaded_module("numpy")
-    positions = np.random.default_rng(SAMPLE_SEED).choice(length, SAMPLE_ROWS, replace=False)
+    positions = np.random.default_rng(SAMPLE_SEED).choice(length, size, replace=False)
     positions.sort()
     return positions
 
 
-def _sample_note(length: int, unit: str) -> str:
-    if length <= SAMPLE_ROWS:
+def _sample_note(length: int, size: int, unit: str) -> str:
+    if length <= size:
         return f"computed on all {length:,} {unit}"
     return (
-        f"computed on a deterministic random sample of {SAMPLE_ROWS:,} of {length:,} {unit} "
+        f"computed on a deterministic random sample of {size:,} of {length:,} {unit} "
         f"(seed {SAMPLE_SEED})"
     )
 
@@ -198,12 +205,13 @@ def _null_texts(df: Any, sample: Any, listed: list[int]) -> tuple[list[str], boo
 
 def _columns_section(df: Any, listed: list[int]) -> str:
     n_rows = len(df)
-    sample_rows = _sample_positions(n_rows)
+    size = sample_size(len(listed))
+    sample_rows = _sample_positions(n_rows, size)
     sample = df.iloc[slice(None) if sample_rows is None else sample_rows, listed]
     nulls, estimated = _null_texts(df, sample, listed)
     parts = [
         f"Columns ({len(listed)} of {df.shape[1]:,} described; statistics "
-        f"{_sample_note(n_rows, 'rows')}):"
+        f"{_sample_note(n_rows, size, 'rows')}):"
     ]
     if estimated:
         parts.append("~ null share estimated from the sample (an exact count scans every row)")
@@ -333,14 +341,14 @@ def summarize_series(series: Any, label: str, paging: Paging) -> str:
 
 
 def _series_statistics(series: Any) -> list[str]:
-    positions = _sample_positions(len(series))
+    positions = _sample_positions(len(series), SAMPLE_ROWS)
     sample = series if positions is None else series.iloc[positions]
     cost = _null_scan_cost(series.dtype)
     exact = cost in _exact_costs([cost], len(series))
     nulls = (
         count_with_share(_null_count(series), len(series)) if exact else _estimated_nulls(sample)
     )
-    lines = [f"Nulls: {nulls}", f"Statistics {_sample_note(len(series), 'values')}:"]
+    lines = [f"Nulls: {nulls}", f"Statistics {_sample_note(len(series), SAMPLE_ROWS, 'values')}:"]
     kind = _column_kind(series.dtype)
     if kind == "numeric":
         names = ["mean", "std", "min", "25%", "50%", "75%", "max"]
