@@ -6,6 +6,7 @@ This module imports neither IPython, ipywidgets nor anthropic.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -33,6 +34,7 @@ from .messages import (
     ToolOutcome,
     TurnResult,
     Usage,
+    now_iso,
 )
 from .pricing import Price
 from .tools.runtime import ToolRuntime
@@ -47,6 +49,11 @@ CUT_TOOL_CALL = (
 )
 CUT_TEXT = (
     "Your previous response was cut off at the output token limit. Continue where you stopped."
+)
+NOT_AN_OBJECT = (
+    "The input of this '{name}' call was {value} (a JSON {kind}), not an object; nothing was run. "
+    "Tool input must be a JSON object of named fields, as the tool's input schema says: make the "
+    "call again with one."
 )
 
 
@@ -119,6 +126,7 @@ class Limits:
 class _Turn:
     messages: list[Message]
     started: float
+    exchange_start: int = 0  # where this turn's prompt is: a refusal removes from here on
     usage: Usage = field(default_factory=Usage)
     cost_usd: float | None = None
     model_calls: int = 0
@@ -157,6 +165,8 @@ class QueryLoop:
     def run(self, messages: list[Message]) -> TurnResult:
         """Run the turn on a copy of ``messages``; the result carries the updated list."""
         turn = _Turn(messages=list(messages), started=self.clock())
+        ends_with_prompt = bool(messages) and messages[-1].get("role") == "user"
+        turn.exchange_start = len(messages) - 1 if ends_with_prompt else len(messages)
         turn.cost_usd = 0.0 if self.price else None
         try:
             stop = self._loop(turn)
@@ -233,8 +243,11 @@ class QueryLoop:
     def _handle(self, turn: _Turn, response: ModelResponse) -> StopReason | None:
         reason = response.stop_reason
         if reason == "refusal":
-            _append_assistant(turn, [b for b in response.content if b.get("type") != "tool_use"])
-            return Refused()
+            # "Handling stop reasons": remove the refused turn before going on, so later turns
+            # do not carry it; the tool calls it made are not run.
+            del turn.messages[turn.exchange_start :]
+            details = response.stop_details or {}
+            return Refused(details.get("category"), details.get("explanation"))
         if reason == "model_context_window_exceeded":
             return Failed(CONTEXT_EXCEEDED)
         if reason is None:
@@ -275,11 +288,13 @@ class QueryLoop:
             if self.cancel.cancelled:
                 return Interrupted("stop")
             self.observer.on_tool_start(call)
-            outcome = self.runtime.run(call)
+            outcome = _not_an_object(call) or self.runtime.run(call)
             turn.approval_wait_s += outcome.approval_wait_s
             turn.pending.append(outcome)
             turn.outcomes.append(outcome)
             self.observer.on_tool_end(outcome)
+            if outcome.fatal is not None:
+                return Failed(outcome.fatal)  # the open calls are answered on the way out
         content: list[Block] = [o.result_block() for o in turn.pending]
         content += [{"type": "text", "text": note} for note in notes]
         turn.pending = []
@@ -306,10 +321,12 @@ class QueryLoop:
         turn.pending = []
 
     def _result(self, turn: _Turn, stop: StopReason) -> TurnResult:
+        # A refused turn has no answer of its own; the API's explanation stands in for it.
+        answer = (stop.explanation or "") if isinstance(stop, Refused) else _final_text(turn.messages)
         return TurnResult(
             stop=stop,
             messages=turn.messages,
-            final_text=_final_text(turn.messages),
+            final_text=answer,
             usage=turn.usage,
             cost_usd=turn.cost_usd,
             model_calls=turn.model_calls,
@@ -334,7 +351,23 @@ def _tool_calls(content: list[Block]) -> list[ToolCall]:
 
 
 def _as_input(value: Any) -> dict[str, Any]:
+    # Tool schemas are pydantic models, whose fields cannot start with "_": no real input is this.
     return value if isinstance(value, dict) else {"_raw": value}
+
+
+def _not_an_object(call: ToolCall) -> ToolOutcome | None:
+    """The is_error answer to a call whose input is not a JSON object (None when it is one)."""
+    if call.input.keys() != {"_raw"}:
+        return None
+    raw = call.input["_raw"]
+    kind = {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
+        type(raw), "number"
+    )
+    value = json.dumps(raw, ensure_ascii=False, default=repr)
+    value = value if len(value) <= 200 else value[:199] + "…"
+    text = NOT_AN_OBJECT.format(name=call.name, value=value, kind=kind)
+    return ToolOutcome(call, [{"type": "text", "text": text}], True, "auto", call.input,
+                       decided_at=now_iso())  # fmt: skip
 
 
 def _final_text(messages: list[Message]) -> str:

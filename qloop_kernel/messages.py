@@ -117,6 +117,7 @@ class ModelResponse:
     stop_reason: str | None
     usage: Usage
     model: str
+    stop_details: dict[str, Any] | None = None  # e.g. a refusal's category and explanation
 
 
 
@@ -146,11 +147,12 @@ class ToolOutcome:
     duration_s: float = 0.0
     approval_wait_s: float = 0.0
     decided_at: str = ""
+    fatal: str | None = None  # the step broke a rule that ends the turn (see notebook.guard)
 
     def result_block(self) -> Block:
         content: str | list[Block] = self.content
-        if len(content) == 1 and content[0].keys() == {"type", "text"}:
-            content = content[0]["text"]  # plain text: the lighter form of the same content
+        if len(self.content) == 1 and self.content[0].keys() == {"type", "text"}:
+            content = self.content[0]["text"]  # plain text: the lighter form of the same content
         block: Block = {"type": "tool_result", "tool_use_id": self.call.id, "content": content}
         if self.is_error:
             block["is_error"] = True
@@ -197,6 +199,11 @@ class Interrupted:
 
 @dataclass(frozen=True)
 class Refused:
+    """The model declined; ``explanation`` (meant for the user) and ``category`` come from the
+    API's ``stop_details`` when it sends them."""
+
+    category: str | None = None
+    explanation: str | None = None
     status: Literal["refused"] = "refused"
 
 
@@ -230,8 +237,13 @@ def describe_stop(stop: StopReason) -> str:
             return "interrupted: stopped with the Stop button"
         case Interrupted():
             return "interrupted by the kernel interrupt"
-        case Refused():
-            return "the model declined this request (stop reason: refusal); no tool call was run"
+        case Refused(category=category, explanation=explanation):
+            kind = f"refusal, {category}" if category else "refusal"
+            why = f": {' '.join(explanation.split())}" if explanation else ""
+            return (
+                f"the model declined this request (stop reason: {kind}){why}; no tool call was "
+                "run, and the request was left out of the conversation"
+            )
         case Failed(message=message):
             return f"error: {message}"
     raise AssertionError(stop)  # pragma: no cover - the union is closed
@@ -257,3 +269,45 @@ class TurnResult:
 def now_iso() -> str:
     """The current UTC time as ISO 8601 with milliseconds (records and decisions use this one clock)."""
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+# --- Outgoing messages ----------------------------------------------------------------------------
+
+
+def api_ready(messages: list[Message]) -> list[Message]:
+    """The conversation as the Messages API accepts it back, without changing what it sent.
+
+    Drops the empty text blocks the API itself sends (before tool_use, on refusals; it refuses them
+    back), and a message left with no block; removes stray ``cache_control`` markers so the caller
+    can set its own breakpoints; sends a tool_use input that is not an object as ``{}`` (its
+    tool_result says what was wrong). Every other block, thinking included, is passed through
+    as it is: copies are made only of what changes.
+    """
+    ready: list[Message] = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            if content:
+                ready.append(message)
+            continue
+        blocks = [_ready_block(b) for b in content or [] if not _is_empty_text(b)]
+        if blocks:
+            ready.append({**message, "content": blocks} if blocks != content else message)
+    return ready
+
+
+def _is_empty_text(block: Block) -> bool:
+    return block.get("type") == "text" and not block.get("text")
+
+
+def _ready_block(block: Block) -> Block:
+    if "cache_control" in block:
+        block = {k: v for k, v in block.items() if k != "cache_control"}
+    if block.get("type") == "tool_use" and not isinstance(block.get("input"), dict):
+        block = {**block, "input": {}}
+    if block.get("type") == "tool_result" and isinstance(block.get("content"), list):
+        inner = [_ready_block(b) for b in block["content"] if not _is_empty_text(b)]
+        if inner != block["content"]:
+            block = {**block, "content": inner}
+    return block
+

@@ -2,7 +2,8 @@
 
 The SDK's own retries are switched off (``max_retries=0``): it obeys ``retry-after`` without a cap and does
 not retry an ``event: error`` mid-stream, a dropped connection or a stream that ends early. Here all of
-those are retried with a bound on attempts and on the turn's remaining time.
+those are retried with a bound on attempts and on the turn's remaining time. Blocks come back as the API
+sent them, every field included, so they can be sent again unchanged (thinking blocks are signed).
 """
 
 from __future__ import annotations
@@ -28,12 +29,17 @@ from .messages import (
     ThinkingDelta,
     ToolCallReady,
     Usage,
+    UsageUpdate,
+    api_ready,
 )
+from .pricing import retirement
 from .redact import redact_text
+from .settings import DEFAULT_MODEL
 
-DEFAULT_MODEL = "claude-sonnet-4-6"
 EPHEMERAL = {"type": "ephemeral"}
 RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
+SPEND_LIMIT_CODE = "enforced_spend_limit_reached"
+MODELS_HINT = "check --model; `%agent models` lists the known ones"
 
 
 def default_model() -> str:
@@ -85,6 +91,9 @@ class AnthropicModel:
         self, request: ModelRequest, on_event: Callable[[ModelEvent], None], cancel: CancelToken
     ) -> ModelResponse:
         """Stream one response, retrying transient failures within the attempt and time bounds."""
+        retired = retirement(self.model)
+        if retired is not None:
+            raise ModelError(retired)
         params = build_params(self.model, request)
         attempt = 0
         while True:
@@ -102,11 +111,18 @@ class AnthropicModel:
             raise ModelError(f"{exc.reason} (gave up after {attempt} attempts)") from None
         backoff = self.retry.base_delay_s * 2 ** (attempt - 1) * (1 + random.random() / 4)
         delay = exc.retry_after if exc.retry_after is not None else backoff
+        asked = "the API asked to wait" if exc.retry_after is not None else "the next retry is in"
+        reason = exc.reason.rstrip(". ")
         left = None if deadline is None else deadline - self.clock()
-        if delay > self.retry.max_delay_s or (left is not None and delay >= left):
+        if left is not None and delay >= left:
             raise ModelError(
-                f"{exc.reason}; the API asked to wait {delay:.1f} s, more than the time left "
-                "for this turn"
+                f"{reason}; {asked} {delay:.1f} s, more than the time left for this turn "
+                f"({max(left, 0.0):.1f} s, --timeout)"
+            ) from None
+        if delay > self.retry.max_delay_s:
+            raise ModelError(
+                f"{reason}; {asked} {delay:.1f} s, longer than the {self.retry.max_delay_s:g} s "
+                "this client waits between attempts"
             ) from None
         return delay
 
@@ -127,7 +143,7 @@ class AnthropicModel:
         except Exception as exc:
             if cancel.cancelled:
                 raise TurnCancelled("cancelled") from exc
-            raise self._classify(exc, deadline) from exc
+            raise self._classify(exc, deadline, params["model"]) from exc
 
     def _consume(
         self,
@@ -145,51 +161,73 @@ class AnthropicModel:
                         raise TurnCancelled("cancelled")
                     if deadline is not None and self.clock() > deadline:
                         raise ModelTimeout("the model response ran past the turn's time limit")
-                    _forward(event, on_event)
+                    _forward(event, stream, on_event)
                 message = stream.get_final_message()
             finally:
                 unregister()
         if message.stop_reason is None:
             raise _Transient("the response stream ended early, before the model finished")
+        details = getattr(message, "stop_details", None)
         return ModelResponse(
             content=[block_param(b) for b in message.content],
             stop_reason=message.stop_reason,
             usage=_usage(message.usage),
             model=message.model,
+            stop_details=details.to_dict(mode="json") if details is not None else None,
         )
 
-    def _classify(self, exc: Exception, deadline: float | None) -> Exception:
+    def _classify(self, exc: Exception, deadline: float | None, model: str) -> Exception:
         sdk = self._anthropic
         if deadline is not None and self.clock() >= deadline:
             return ModelTimeout("the model response ran past the turn's time limit")
         if isinstance(exc, sdk.APIStatusError):
-            return _status_error(exc)
-        if isinstance(exc, sdk.APIConnectionError | sdk.APIResponseValidationError):
+            return _status_error(exc, model)
+        if isinstance(exc, sdk.APIConnectionError):
             return _Transient(f"connection problem: {_describe(exc)}")
         if type(exc).__module__.startswith(("httpx", "httpcore", "h11")):
             return _Transient(f"connection dropped: {_describe(exc)}")
-        if isinstance(exc, sdk.AnthropicError):
-            return ModelError(redact_text(str(exc)))
-        return exc
+        # A malformed answer (invalid JSON, a missing field, an HTML page, a non-object tool
+        # input) or any other SDK failure ends the turn with one clean line, never a traceback.
+        return ModelError(f"the API's response could not be read: {_describe(exc)}")
 
 
-def _status_error(exc: Any) -> Exception:
+def _status_error(exc: Any, model: str) -> Exception:
     status = int(getattr(exc, "status_code", 0) or 0)
     body = getattr(exc, "body", None)
     error = body.get("error", body) if isinstance(body, dict) else {}
-    kind = error.get("type", "") if isinstance(error, dict) else ""
-    message = error.get("message", "") if isinstance(error, dict) else ""
+    error = error if isinstance(error, dict) else {}
+    kind, message = str(error.get("type", "")), str(error.get("message", ""))
     text = redact_text(f"API error {status} ({kind or 'unknown'}): {message or _describe(exc)}")
     if status == 200:  # an `event: error` in the middle of a stream
         return _Transient(redact_text(f"the stream reported an error ({kind}): {message}"))
-    if status in RETRYABLE_STATUS or status >= 500:
+    if status == 404 and kind == "not_found_error" and message.startswith("model:"):
+        return ModelError(redact_text(f"model {model} not found: {MODELS_HINT}"))
+    if status == 429 and _is_spend_limit(error):
+        return ModelError(f"{text} — the spend limit is reached; retrying cannot help")
+    should_retry = _header(exc, "x-should-retry")
+    if should_retry == "false":
+        return ModelError(f"{text} (the API said not to retry)")
+    if should_retry == "true" or status in RETRYABLE_STATUS or status >= 500:
         return _Transient(text, _retry_after(exc))
     return ModelError(text)
 
 
-def _retry_after(exc: Any) -> float | None:
+def _is_spend_limit(error: dict[str, Any]) -> bool:
+    details = error.get("details")
+    if isinstance(details, dict) and details.get("error_code") == SPEND_LIMIT_CODE:
+        return True
+    words = str(error.get("message", "")).lower()
+    return "spend limit" in words or "usage limit" in words
+
+
+def _header(exc: Any, name: str) -> str | None:
     response = getattr(exc, "response", None)
-    value = response.headers.get("retry-after") if response is not None else None
+    value = response.headers.get(name) if response is not None else None
+    return value.strip().lower() if isinstance(value, str) else None
+
+
+def _retry_after(exc: Any) -> float | None:
+    value = _header(exc, "retry-after")
     try:
         return max(0.0, float(value)) if value is not None else None
     except ValueError:
@@ -197,41 +235,47 @@ def _retry_after(exc: Any) -> float | None:
 
 
 def _describe(exc: BaseException) -> str:
-    return redact_text(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    line = " ".join(text.split())
+    return redact_text(line if len(line) <= 300 else line[:299] + "…")
 
 
-def _forward(event: Any, on_event: Callable[[ModelEvent], None]) -> None:
+def _forward(event: Any, stream: Any, on_event: Callable[[ModelEvent], None]) -> None:
     kind = getattr(event, "type", "")
-    if kind == "text":
+    if kind == "text" and event.text:
         on_event(TextDelta(event.text))
-    elif kind == "thinking":
+    elif kind == "thinking" and event.thinking:
         on_event(ThinkingDelta(event.thinking))
     elif kind == "content_block_stop" and getattr(event.content_block, "type", "") == "tool_use":
         block = event.content_block
-        on_event(ToolCallReady(block.id, block.name, dict(block.input or {})))
+        on_event(ToolCallReady(block.id, block.name, _tool_input(block.input)))
+    elif kind == "message_delta":
+        on_event(UsageUpdate(_usage(stream.current_message_snapshot.usage)))
+
+
+def _tool_input(value: Any) -> dict[str, Any]:
+    # The loop answers a non-object input with an is_error result; it reads it from "_raw".
+    return dict(value) if isinstance(value, dict) else {"_raw": value}
 
 
 def _usage(usage: Any) -> Usage:
     return Usage(
-        input_tokens=usage.input_tokens or 0,
-        output_tokens=usage.output_tokens or 0,
+        input_tokens=getattr(usage, "input_tokens", 0) or 0,
+        output_tokens=getattr(usage, "output_tokens", 0) or 0,
         cache_read_input_tokens=getattr(usage, "cache_read_input_tokens", 0) or 0,
         cache_creation_input_tokens=getattr(usage, "cache_creation_input_tokens", 0) or 0,
     )
 
 
 def block_param(block: Any) -> Block:
-    """A response content block in the shape the API accepts back in a later request."""
-    kind = block.type
-    if kind == "text":
-        return {"type": "text", "text": block.text}
-    if kind == "thinking":
-        return {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
-    if kind == "redacted_thinking":
-        return {"type": "redacted_thinking", "data": block.data}
-    if kind == "tool_use":
-        return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
-    dumped: Block = block.model_dump(mode="json", exclude_none=True)
+    """A response content block as the API sent it: every field it set, unknown ones included.
+
+    Sending it back unchanged is what the API asks for (thinking blocks are checked against their
+    signature); ``api_ready`` drops what the API refuses back (empty text).
+    """
+    # warnings=False: a tool input that is not an object is kept as sent, not warned about.
+    dumped: Block = block.to_dict(mode="json", exclude_unset=True, warnings=False)
+    dumped.pop("parsed_output", None)  # the SDK's own parse of structured output, not the API's
     return dumped
 
 
@@ -243,7 +287,7 @@ def build_params(model: str, request: ModelRequest) -> dict[str, Any]:
     params: dict[str, Any] = {
         "model": model,
         "max_tokens": request.max_tokens,
-        "messages": with_last_breakpoint(request.messages),
+        "messages": with_last_breakpoint(api_ready(request.messages)),
         "tools": tools,
     }
     if request.system:
@@ -260,8 +304,10 @@ def with_last_breakpoint(messages: list[Message]) -> list[Message]:
     content = last["content"]
     blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
     for i in range(len(blocks) - 1, -1, -1):
-        if blocks[i].get("type") not in ("thinking", "redacted_thinking"):
-            blocks[i] = {**blocks[i], "cache_control": EPHEMERAL}
+        block = blocks[i]
+        cacheable = block.get("type") not in ("thinking", "redacted_thinking")
+        if cacheable and not (block.get("type") == "text" and not block.get("text")):
+            blocks[i] = {**block, "cache_control": EPHEMERAL}
             break
     last["content"] = blocks
     out[-1] = last

@@ -16,7 +16,7 @@ from .loop import Limits
 from .permissions import POLICIES, Policy
 from .pricing import Price, parse_price, price_for
 
-DEFAULT_MODEL = "claude-sonnet-4-6"
+DEFAULT_MODEL = "claude-sonnet-5-5"  # the current Sonnet (Models overview, 2026-12)
 _LIMITS = Limits()
 
 

@@ -9,10 +9,10 @@ import pytest
 
 from qloop_kernel.context import ContextPolicy
 from qloop_kernel.conversation import ConversationManager
-from qloop_kernel.settings import Settings
 from qloop_kernel.permissions import AutoApprover
 from qloop_kernel.pricing import UnknownModelPrice, parse_price, price_for, prices_as_of
 from qloop_kernel.records import RecordError, load_record
+from qloop_kernel.settings import Settings
 from qloop_kernel.testing.script import text, tool_use
 from qloop_kernel.testing.scripted import ScriptedModel, respond
 from qloop_kernel.tools.runtime import Tool, ToolRuntime
@@ -116,7 +116,7 @@ def test_secrets_never_reach_the_record(monkeypatch):
 def test_unknown_model_price_is_required_only_with_a_usd_budget():
     assert price_for("claude-sonnet-4-6").input == 3.0
     assert price_for("claude-haiku-4-5-20251001").output == 5.0
-    assert prices_as_of() == "2026-12-01"
+    assert prices_as_of() == "2026-12-02"
     with pytest.raises(UnknownModelPrice, match="QLOOP_PRICE"):
         Settings(max_cost=1.0).resolved_price("claude-new-model")
     assert Settings().resolved_price("claude-new-model") is None

@@ -28,15 +28,35 @@ ScriptItem = ModelResponse | Callable[[ModelRequest], ModelResponse] | BaseExcep
 
 
 def respond(
-    *blocks: Any, stop_reason: str | None = "auto", usage: Usage | None = None
+    *blocks: Any,
+    stop_reason: str | None = "auto",
+    usage: Usage | None = None,
+    stop_details: dict[str, Any] | None = None,
 ) -> ModelResponse:
-    """A response from blocks (dicts or objects with ``to_json()``); stop reason inferred by default."""
-    content = [b.to_json() if hasattr(b, "to_json") else dict(b) for b in blocks]
+    """A response from blocks (dicts or objects with ``to_json()``); stop reason inferred by default.
+
+    Thinking blocks without a signature get a placeholder one, as every thinking block has one.
+    """
+    content = [_block(b) for b in blocks]
     if stop_reason == "auto":
         stop_reason = (
             "tool_use" if any(b.get("type") == "tool_use" for b in content) else "end_turn"
         )
-    return ModelResponse(content, stop_reason, usage or Usage(100, 20), "scripted")
+    if stop_reason == "refusal":
+        stop_details = {
+            "type": "refusal",
+            "category": None,
+            "explanation": None,
+            **(stop_details or {}),
+        }
+    return ModelResponse(content, stop_reason, usage or Usage(100, 20), "scripted", stop_details)
+
+
+def _block(block: Any) -> dict[str, Any]:
+    data = dict(block.to_json() if hasattr(block, "to_json") else block)
+    if data.get("type") == "thinking" and "signature" not in data:
+        data["signature"] = "scripted"
+    return data
 
 
 @dataclass
@@ -44,7 +64,7 @@ class ScriptedModel:
     """A ModelClient that replays a script and keeps every request it was sent."""
 
     script: list[ScriptItem]
-    model: str = "claude-sonnet-4-6"
+    model: str = "claude-sonnet-5-5"
     requests: list[ModelRequest] = field(default_factory=list)
     on_request: Callable[[ModelRequest, CancelToken], None] | None = None
 
@@ -71,14 +91,15 @@ class ScriptedModel:
 
 
 def _events(content: Iterable[dict[str, Any]]) -> list[ModelEvent]:
+    """The events ``AnthropicModel`` forwards for this content (one delta per block here)."""
     events: list[ModelEvent] = []
     for block in content:
-        if block.get("type") == "text":
+        if block.get("type") == "text" and block.get("text"):
             events.append(TextDelta(block["text"]))
-        elif block.get("type") == "thinking":
+        elif block.get("type") == "thinking" and block.get("thinking"):
             events.append(ThinkingDelta(block["thinking"]))
         elif block.get("type") == "tool_use":
-            raw = block["input"]
-            call_input = raw if isinstance(raw, dict) else {"_raw": raw}
+            raw = block.get("input")
+            call_input = dict(raw) if isinstance(raw, dict) else {"_raw": raw}
             events.append(ToolCallReady(block["id"], block["name"], call_input))
     return events
