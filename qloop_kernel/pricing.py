@@ -154,6 +154,11 @@ def known_models() -> list[KnownModel]:
     return list(_table().models.values())
 
 
+def retired_models() -> list[Retired]:
+    """The retired ids the table knows, with their replacements."""
+    return list(_table().retired.values())
+
+
 def _lookup(model: str) -> str:
     return _DATED_SUFFIX.sub("", model)
 
@@ -206,9 +211,9 @@ def cache_ratios(model: str | None) -> tuple[float, float]:
     return price.cache_write / price.input, price.cache_read / price.input
 
 
-def parse_price(text: str, model: str | None = None) -> Price:
-    """Parse ``"3,15"`` or ``"3 15 3.75 0.3"``: USD per million input and output tokens, then
-    optionally cache write and cache read (else ``model``'s family ratios)."""
+def price_figures(text: str) -> tuple[float, ...]:
+    """The numbers of a price: ``"3,15"`` or ``"3 15 3.75 0.3"`` (USD per million input and output
+    tokens, optionally then cache write and cache read)."""
     parts = [p for p in re.split(r"[,\s]+", text.strip()) if p]
     if len(parts) not in (2, 4):
         raise ValueError(
@@ -216,12 +221,17 @@ def parse_price(text: str, model: str | None = None) -> Price:
             f"followed by the cache write and cache read prices: {text!r}"
         )
     try:
-        values = [float(p) for p in parts]
+        values = tuple(float(p) for p in parts)
     except ValueError:
         raise ValueError(f"a price is two or four numbers: {text!r}") from None
     if any(v < 0 for v in values):
         raise ValueError(f"prices cannot be negative: {text!r}")
-    return Price.from_figures(*values, model=model)
+    return values
+
+
+def parse_price(text: str, model: str | None = None) -> Price:
+    """Parse a price (see ``price_figures``); missing cache prices follow ``model``'s ratios."""
+    return Price.from_figures(*price_figures(text), model=model)
 
 
 def _usd(value: float) -> str:

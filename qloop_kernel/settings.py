@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .errors import UnknownModelPrice
 from .loop import Limits
 from .permissions import POLICIES, Policy
-from .pricing import Price, parse_price, price_for
+from .pricing import Price, price_figures, price_for
 
 DEFAULT_MODEL = "claude-sonnet-5-5"  # the current Sonnet (Models overview, 2026-12)
 _LIMITS = Limits()
@@ -33,7 +33,8 @@ class Settings(BaseModel):
     timeout: float | None = Field(None, gt=0)
     code_timeout: float | None = Field(None, gt=0)  # per run_code call
     max_output_tokens: int = Field(_LIMITS.max_output_tokens, ge=256)
-    price: tuple[float, float] | None = None  # USD per million input, output tokens
+    # USD per million input, output tokens, optionally cache write and cache read tokens
+    price: tuple[float, float] | tuple[float, float, float, float] | None = None
 
     def updated(self, **changes: Any) -> Settings:
         """A copy with ``changes`` applied and validated (raises pydantic's ValidationError)."""
@@ -51,7 +52,7 @@ class Settings(BaseModel):
     def resolved_price(self, model: str) -> Price | None:
         """The price to count cost with; None if unknown and no USD budget needs it."""
         if self.price is not None:
-            return Price.from_input_output(*self.price)
+            return Price.from_figures(*self.price, model=model)
         try:
             return price_for(model)
         except UnknownModelPrice:
@@ -84,8 +85,7 @@ def settings_from(config: Mapping[str, Any], environ: Mapping[str, str]) -> Sett
     price = environ.get("QLOOP_PRICE")
     if price:
         try:
-            parsed = parse_price(price)
+            values["price"] = price_figures(price)
         except ValueError as exc:
             raise SettingsError(f"QLOOP_PRICE: {exc}") from None
-        values["price"] = (parsed.input, parsed.output)
     return Settings(**values)

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from qloop_kernel.conversation import ConversationManager
 from qloop_kernel.loop import CancelToken, Limits, QueryLoop, TurnCancelled
 from qloop_kernel.messages import (
     Completed,
@@ -21,12 +23,22 @@ from qloop_kernel.messages import (
     Refused,
     TimedOut,
     ToolCallReady,
+    Usage,
     UsageUpdate,
     api_ready,
 )
 from qloop_kernel.model import AnthropicModel, RetryPolicy
+from qloop_kernel.notebook.commands import COMMANDS
 from qloop_kernel.permissions import AutoApprover
-from qloop_kernel.settings import DEFAULT_MODEL
+from qloop_kernel.pricing import (
+    UnknownModelPrice,
+    known_models,
+    parse_price,
+    price_for,
+    prices_as_of,
+    retirement,
+)
+from qloop_kernel.settings import DEFAULT_MODEL, Settings
 from qloop_kernel.testing import (
     DropConnection,
     EarlyClose,
@@ -459,3 +471,84 @@ def test_usage_and_tool_events_are_typed(api: StandInAPI) -> None:
     api.set_script([Reply([tool_use("run_code", {"code": "1"})])])
     _, events = complete(client())
     assert [type(e) for e in events] == [ToolCallReady, UsageUpdate]
+
+
+# Models and prices -------------------------------------------------------------------------------
+
+
+def test_the_price_table_has_the_current_lineup_and_the_available_legacy_models() -> None:
+    table = {m.id: m for m in known_models()}
+    assert prices_as_of() == "2026-12-02"
+    assert [m for m in table if table[m].status == "active"] == [
+        "claude-fable-5-1", "claude-opus-5-5", "claude-sonnet-5-5", "claude-haiku-5-5"
+    ]  # fmt: skip
+    assert {"claude-opus-5", "claude-sonnet-5", "claude-opus-4-8", "claude-sonnet-4-6",
+            "claude-haiku-4-5"} <= set(table)  # fmt: skip
+    opus = price_for("claude-opus-5-5")
+    assert (opus.input, opus.output, opus.cache_write, opus.cache_write_1h, opus.cache_read) == (
+        4.0, 20.0, 5.0, 8.0, 0.2
+    )  # fmt: skip
+    assert price_for("claude-fable-5-1").cache_read == 0.25
+    assert (price_for("claude-sonnet-5-5").input, price_for("claude-sonnet-5-5").output) == (
+        2.0,
+        10.0,
+    )
+    assert price_for("claude-haiku-4-5-20251001").output == 5.0  # a dated id falls back
+
+
+def test_a_prompt_length_tier_prices_every_token_of_a_long_request() -> None:
+    haiku = price_for("claude-haiku-5-5")
+    short = Usage(input_tokens=50_000, output_tokens=1_000, cache_read_input_tokens=40_000)
+    long = Usage(input_tokens=50_000, output_tokens=1_000, cache_read_input_tokens=60_000)
+
+    assert haiku.cost(short) == pytest.approx((50_000 * 0.1 + 1_000 * 0.5 + 40_000 * 0.01) / 1e6)
+    assert haiku.cost(long) == pytest.approx((50_000 * 0.5 + 1_000 * 2.5 + 60_000 * 0.05) / 1e6)
+
+
+def test_a_retired_model_has_no_price_and_names_its_replacement() -> None:
+    assert retirement("claude-sonnet-5-5") is None
+    with pytest.raises(UnknownModelPrice, match="retired on 2026-11-30; use claude-sonnet-5-5"):
+        price_for("claude-sonnet-4-5")
+
+
+def test_cache_prices_follow_the_model_familys_published_ratios() -> None:
+    assert parse_price("4, 20", model="claude-opus-5-5").cache_read == pytest.approx(0.2)
+    newer_opus = parse_price("3 15", model="claude-opus-6")  # unknown: its family's newest model
+    assert (newer_opus.cache_write, newer_opus.cache_read) == pytest.approx((3.75, 0.15))
+    other = parse_price("3 15")  # no family: the usual 1.25x and 0.1x
+    assert (other.cache_write, other.cache_read) == pytest.approx((3.75, 0.3))
+    given = parse_price("3 15 4 0.2")
+    assert (given.cache_write, given.cache_read) == (4.0, 0.2)
+    with pytest.raises(ValueError, match="two numbers"):
+        parse_price("3 15 4")
+
+
+def agent_magics(model: str) -> Any:
+    """What the sub-commands use of the magics object: the agent's session manager."""
+    return SimpleNamespace(
+        agent=SimpleNamespace(manager=ConversationManager(settings=Settings(model=model)))
+    )
+
+
+def test_agent_models_lists_ids_prices_and_status(capsys) -> None:
+    COMMANDS["models"].run(agent_magics(DEFAULT_MODEL), [])
+    out = capsys.readouterr().out
+
+    assert "* claude-sonnet-5-5" in out and "active" in out
+    assert "claude-opus-5-5" in out and "$4 in / $20 out, cache write $5, read $0.2" in out
+    assert "prompts over 100,000 tokens: $0.5 in / $2.5 out" in out
+    assert "claude-sonnet-4-5 (use claude-sonnet-5-5)" in out
+
+
+def test_agent_price_takes_optional_cache_prices(capsys) -> None:
+    magics = agent_magics("claude-opus-6")
+    COMMANDS["price"].run(magics, ["3", "15"])
+    ratios = magics.agent.manager.settings.resolved_price("claude-opus-6")
+    COMMANDS["price"].run(magics, ["3", "15", "4", "0.2"])
+    given = magics.agent.manager.settings.resolved_price("claude-opus-6")
+    out = capsys.readouterr().out
+
+    assert (ratios.cache_write, ratios.cache_read) == pytest.approx((3.75, 0.15))
+    assert (given.cache_write, given.cache_read) == (4.0, 0.2)
+    assert magics.agent.manager.settings.price == (3.0, 15.0, 4.0, 0.2)
+    assert "cache prices from the claude-opus-6 ratios" in out.splitlines()[0]

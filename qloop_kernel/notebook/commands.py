@@ -1,4 +1,4 @@
-"""The ``%agent`` sub-commands: help, status, set, price, allow, reset, key, private."""
+"""The ``%agent`` sub-commands: help, status, set, models, price, allow, reset, key, private."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ HELP = """\
 %agent [options] TASK        a one-line task
 %agent status                session: turns, tokens, cost, settings
 %agent set NAME VALUE        change a setting ({settable})
-%agent price IN OUT          USD per million input/output tokens for a model without a known price
+%agent models                the known model ids with their price and status
+%agent price IN OUT [CW CR]  USD per million input/output (and cache write/read) tokens, for a
+                             model without a known price; cache prices default to its family's
 %agent allow TOOL            run TOOL without asking for the rest of the session
 %agent reset                 start a fresh conversation
 %agent key                   type the API key for this kernel (not shown, never saved)
@@ -69,16 +71,32 @@ def _set(magics: Any, args: list[str]) -> None:
     print(f"{name} = {getattr(manager.settings, name)}")
 
 
+def _models(magics: Any, args: list[str]) -> None:
+    from ..pricing import known_models, prices_as_of, retired_models
+
+    current = magics.agent.manager.settings.model
+    print(f"known models (prices as of {prices_as_of()}, USD per million tokens):")
+    for model in known_models():
+        mark = "*" if model.id == current else " "
+        note = f"; {model.note}" if model.note else ""
+        print(f"{mark} {model.id:<20} {model.status:<10} {model.price.describe()}{note}")
+    retired = ", ".join(f"{r.id} (use {r.replacement})" for r in retired_models())
+    print(f"retired, refused: {retired}")
+    print("* the model in use; change it with `%agent set model ID` or `--model ID`")
+
+
 def _price(magics: Any, args: list[str]) -> None:
-    from ..pricing import parse_price
+    from ..pricing import Price, price_figures
 
     try:
-        price = parse_price(" ".join(args))
+        figures = price_figures(" ".join(args))
     except ValueError as exc:
         raise UsageError(f"%agent price: {exc}") from None
     manager = magics.agent.manager
-    manager.settings = manager.settings.updated(price=(price.input, price.output))
-    print(f"price: ${price.input}/M input, ${price.output}/M output tokens")
+    manager.settings = manager.settings.updated(price=figures)
+    price = Price.from_figures(*figures, model=manager.settings.model)
+    given = "" if len(figures) == 4 else f" (cache prices from the {manager.settings.model} ratios)"
+    print(f"price: {price.describe()}{given}")
 
 
 def _allow(magics: Any, args: list[str]) -> None:
@@ -133,7 +151,8 @@ COMMANDS = {
     "help": Command(_help, (0,)),
     "status": Command(_status, (0,)),
     "set": Command(_set, (2,)),
-    "price": Command(_price, (1, 2)),
+    "models": Command(_models, (0,)),
+    "price": Command(_price, (1, 2, 4)),
     "allow": Command(_allow, (1,)),
     "reset": Command(_reset, (0,)),
     "key": Command(_key, (0,)),
