@@ -235,7 +235,7 @@ def test_million_by_fifty_frame_stays_within_budget() -> None:
     text = inspect_variable({"df": df}, "df")
     assert len(text) <= 8_000
     assert "output truncated" not in text
-    assert "deterministic random sample of 4,000 of 1,000,000 rows" in text
+    assert "deterministic random sample of 3,000 of 1,000,000 rows" in text
     assert "~ null share estimated from the sample" in text
     rows = [line.split()[0] for line in text.splitlines() if re.match(r"col\d+ ", line)]
     assert sorted(rows) == sorted(df.columns)  # each column described once

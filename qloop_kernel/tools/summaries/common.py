@@ -18,7 +18,7 @@ from typing import Any
 from qloop_kernel.tools.runtime import ToolInputError
 
 SAMPLE_ROWS = 10_000  # rows behind the statistics of a big Series or narrow DataFrame
-SAMPLE_CELLS = 200_000  # a wide frame's sample has fewer rows (at least MIN_SAMPLE_ROWS)
+SAMPLE_CELLS = 150_000  # a wide frame's sample has fewer rows (at least MIN_SAMPLE_ROWS)
 MIN_SAMPLE_ROWS = 2_000
 ARRAY_SAMPLE = 100_000  # elements behind the statistics of a big array
 SAMPLE_SEED = 0
