@@ -25,13 +25,15 @@ def unload_ipython_extension(ipython: Any) -> None:
         ipython.magics_manager.magics[kind].pop("agent", None)
 
 
-def tool(func: Any = None, *, read_only: bool = False, name: str | None = None) -> Any:
+def tool(
+    func: Any = None, *, read_only: bool = False, name: str | None = None, replace: bool = False
+) -> Any:
     """Register a notebook function as an agent tool (see ``qloop_kernel.tools.user.tool``)."""
     from .tools.user import tool as register
 
     if func is None:
-        return register(read_only=read_only, name=name)
-    return register(func, read_only=read_only, name=name)
+        return register(read_only=read_only, name=name, replace=replace)
+    return register(func, read_only=read_only, name=name, replace=replace)
 
 
 def _jupyter_labextension_paths() -> list[dict[str, str]]:

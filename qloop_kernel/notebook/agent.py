@@ -33,6 +33,7 @@ class KernelAgent:
         self.shell = shell
         self.base_settings = settings  # from config and environment: the policy for hidden code
         self.manager = ConversationManager(settings=settings)
+        self.step_running = False  # an approved step runs: qloop commands are refused (guard.py)
 
     def tools(self, settings: Settings) -> list[Any]:
         from .tools import builtin_tools
@@ -43,8 +44,11 @@ class KernelAgent:
         """The turn's tools; their approval was given once, by the replay's card or policy."""
         from ..permissions import AutoApprover
         from ..tools.runtime import ToolRuntime
+        from .guard import StepGuard
 
-        return ToolRuntime.of(self.tools(self.manager.settings), AutoApprover())
+        return ToolRuntime.of(
+            self.tools(self.manager.settings), AutoApprover(), guard=StepGuard(self)
+        )
 
     def policy_for(self, settings: Settings, cell: CellContext) -> Policy:
         return settings.approve or ("ask" if cell.interactive else "readonly")
@@ -76,6 +80,7 @@ class KernelAgent:
         from ..tools.runtime import ToolRuntime
         from .approval import CardApprover
         from .display import TurnDisplay, line
+        from .guard import StepGuard
         from .threaded import ThreadedModel
 
         _check_credentials()
@@ -87,7 +92,9 @@ class KernelAgent:
         interactive = cell.interactive and policy == "ask"
         approver = policy_approver(policy, CardApprover() if cell.interactive else None)
         tools = self.tools(settings)
-        runtime = ToolRuntime.of(tools, approver, always_allowed=self.manager.always_allowed)
+        runtime = ToolRuntime.of(
+            tools, approver, always_allowed=self.manager.always_allowed, guard=StepGuard(self)
+        )
         cards = {t.name for t in tools if t.requires_approval} if interactive else set()
         cancel = CancelToken()
         view = TurnDisplay(

@@ -109,15 +109,24 @@ class AgentMagics(Magics):
             self._agent = KernelAgent(self.shell, base_settings(self.config_obj))
         return self._agent
 
+    def _refuse_inside_a_step(self) -> None:
+        if self._agent is not None and self._agent.step_running:
+            raise UsageError(
+                "%agent and %%agent cannot run inside an agent step: approval, settings and "
+                "grants are changed only by you, between cells"
+            )
+
     @cell_magic("agent")
     def agent_cell(self, line: str, cell: str) -> None:
         """%%agent [options]: run the cell body as a task for the agent."""
+        self._refuse_inside_a_step()
         args, first_line = self._parse(line)
         self._run(args, (first_line + "\n" + cell).strip())
 
     @line_magic("agent")
     def agent_line(self, line: str) -> None:
         """%agent: settings, status, reset, allow TOOL, or a one-line task."""
+        self._refuse_inside_a_step()
         words = line.split() or ["help"]
         found = _commands().get(words[0])
         if found is not None and len(words) - 1 in found.arity:

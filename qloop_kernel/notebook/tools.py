@@ -7,7 +7,7 @@ from typing import Any
 from ..errors import ToolFailure
 from ..redact import PrivateVariables, private_variables
 from ..tools.runtime import Tool
-from ..tools.user import registered_tools
+from ..tools.user import with_registered
 from .code import CodeRunner
 
 
@@ -65,13 +65,14 @@ def builtin_tools(
         return private.redactor(shell.user_ns).text(history.notebook_history(shell, last=last))
 
     runner = CodeRunner(shell, timeout_s=code_timeout_s, private=private)
-    return [
-        Tool.from_function(list_variables, requires_approval=False),
-        Tool.from_function(inspect_variable, requires_approval=False),
-        Tool.from_function(runner.run_code, name="run_code", editable_field="code"),
-        Tool.from_function(notebook_history, requires_approval=False),
-        *registered_tools(),
-    ]
+    return with_registered(
+        [
+            Tool.from_function(list_variables, requires_approval=False),
+            Tool.from_function(inspect_variable, requires_approval=False),
+            Tool.from_function(runner.run_code, name="run_code", editable_field="code"),
+            Tool.from_function(notebook_history, requires_approval=False),
+        ]
+    )
 
 
 def session_private_variables(shell: Any) -> PrivateVariables:

@@ -14,7 +14,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, get_type_hints
+from typing import Any, Protocol, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
@@ -51,6 +51,7 @@ class Tool:
     requires_approval: bool = True
     editable_field: str | None = None
     takes_model: bool = False
+    replaces: bool = False  # registered with replace=True: may take a built-in tool's name
     _schema: dict[str, Any] | None = field(default=None, init=False, repr=False)
 
     @classmethod
@@ -191,6 +192,15 @@ def _bound_block(block: Block, limit: int) -> Block:
     return block
 
 
+class StepGuard(Protocol):
+    """Checks around each tool execution that the step did not change how approval works."""
+
+    def before(self, runtime: ToolRuntime) -> None: ...
+
+    def after(self, runtime: ToolRuntime) -> str | None:
+        """What changed, or None."""
+
+
 @dataclass
 class ToolRuntime:
     """Runs the model's tool calls: lookup, validation, permission, execution, formatting, logging."""
@@ -200,10 +210,17 @@ class ToolRuntime:
     always_allowed: set[str] = field(default_factory=set)
     max_result_chars: int = MAX_RESULT_CHARS
     clock: Callable[[], float] = time.monotonic
+    guard: StepGuard | None = None
 
     @classmethod
     def of(cls, tools: Iterable[Tool], approver: Approver, **kwargs: Any) -> ToolRuntime:
-        return cls({t.name: t for t in tools}, approver, **kwargs)
+        """A runtime for ``tools``, whose names must be unique (a later one never shadows another)."""
+        table: dict[str, Tool] = {}
+        for tool in tools:
+            if tool.name in table:
+                raise ValueError(f"two tools are named {tool.name!r}")
+            table[tool.name] = tool
+        return cls(table, approver, **kwargs)
 
     def schemas(self) -> list[dict[str, Any]]:
         return [tool.schema() for tool in self.tools.values()]
@@ -270,12 +287,22 @@ class ToolRuntime:
         self, tool: Tool, call: ToolCall, validated: BaseModel, kind: DecisionKind, waited: float
     ) -> ToolOutcome:
         as_run = validated.model_dump(mode="json")
+        if self.guard is not None:
+            self.guard.before(self)
         try:
-            value = tool.call(validated)
+            value, failure = tool.call(validated), None
         except (ToolInputError, ToolFailure) as exc:
-            return self._error(call, str(exc), kind, as_run, waited)
+            value, failure = None, str(exc)
         except Exception as exc:  # a tool's failure is reported to the model, never raised
-            return self._error(call, format_exception(exc), kind, as_run, waited)
+            value, failure = None, format_exception(exc)
+        finally:
+            breach = self.guard.after(self) if self.guard is not None else None
+        if breach is not None:
+            outcome = self._error(call, f"Stopped: {breach}", kind, as_run, waited)
+            outcome.fatal = breach
+            return outcome
+        if failure is not None:
+            return self._error(call, failure, kind, as_run, waited)
         content = to_content(value, self.max_result_chars)
         if kind == "edited":
             note = f"Note: the user edited the input before approving; what ran was: {json.dumps(as_run)}"

@@ -9,6 +9,30 @@ from .runtime import Tool
 
 F = TypeVar("F", bound=Callable[..., Any])
 _REGISTRY: dict[str, Tool] = {}
+_frozen = False  # True while an agent step runs: a step cannot add or replace tools
+
+
+# The built-in tools and whether each needs approval (qloop_kernel.notebook.tools defines them).
+BUILTIN_APPROVAL = {
+    "list_variables": False,
+    "inspect_variable": False,
+    "run_code": True,
+    "notebook_history": False,
+}
+
+
+class ToolNameTaken(ValueError):
+    """A tool with this name exists; replacing it must be asked for, and never lowers approval."""
+
+
+def freeze() -> None:
+    global _frozen
+    _frozen = True
+
+
+def thaw() -> None:
+    global _frozen
+    _frozen = False
 
 
 @overload
@@ -18,24 +42,67 @@ def tool(*, read_only: bool = False, name: str | None = None) -> Callable[[F], F
 
 
 def tool(
-    func: F | None = None, *, read_only: bool = False, name: str | None = None
+    func: F | None = None, *, read_only: bool = False, name: str | None = None, replace: bool = False
 ) -> F | Callable[[F], F]:
     """Register a function as an agent tool; its schema comes from its type hints and docstring.
 
-    Calls need approval unless the tool is declared ``read_only=True``. Registering a function with the
-    name of an earlier one replaces it (re-running the defining cell updates the tool).
+    Calls need approval unless the tool is declared ``read_only=True``. Tool names are unique: re-running
+    the cell that defines a tool updates it, but taking the name of another tool (a built-in one too)
+    needs ``replace=True``, and a replacement never needs less approval than the tool it replaces.
     """
 
     def register(f: F) -> F:
+        if _frozen:
+            raise RuntimeError("tools cannot be registered while an agent step runs")
         made = Tool.from_function(f, name=name, requires_approval=not read_only)
+        if made.name in BUILTIN_APPROVAL and not replace:
+            raise ToolNameTaken(
+                f"{made.name!r} is a built-in tool; pass replace=True to replace it"
+            )
+        if BUILTIN_APPROVAL.get(made.name) and read_only:
+            raise ToolNameTaken(f"{made.name!r} needs approval; a tool replacing it cannot be read_only")
+        earlier = _REGISTRY.get(made.name)
+        if earlier is not None and not replace and not _same_definition(earlier.func, f):
+            raise ToolNameTaken(
+                f"a tool named {made.name!r} is already registered; pass replace=True to replace it"
+            )
+        check_replacement(made, earlier, replace=replace)
+        made.replaces = replace
         _REGISTRY[made.name] = made
         return f
 
     return register(func) if func is not None else register
 
 
+def check_replacement(new: Tool, earlier: Tool | None, *, replace: bool) -> None:
+    """Refuse a replacement that would run with less approval than the tool it replaces."""
+    if earlier is not None and earlier.requires_approval and not new.requires_approval:
+        raise ToolNameTaken(
+            f"{new.name!r} needs approval; a tool replacing it cannot be read_only"
+            + ("" if replace else " (and replacing needs replace=True)")
+        )
+
+
+def _same_definition(a: Callable[..., Any], b: Callable[..., Any]) -> bool:
+    """The same function defined again (its cell re-run): same module and qualified name."""
+    key = ("__module__", "__qualname__")
+    return all(getattr(a, k, None) == getattr(b, k, None) for k in key)
+
+
 def registered_tools() -> list[Tool]:
     return list(_REGISTRY.values())
+
+
+def with_registered(builtins: list[Tool]) -> list[Tool]:
+    """The built-in tools plus the registered ones; a registered tool replaces one only if asked to."""
+    tools = {t.name: t for t in builtins}
+    for made in registered_tools():
+        earlier = tools.get(made.name)
+        if earlier is not None and not made.replaces:
+            continue  # registration refused it already; never silently shadow a built-in
+        check_replacement(made, earlier, replace=True)
+        tools[made.name] = made
+    return list(tools.values())
 
 
 def unregister_all() -> None:
