@@ -13,8 +13,8 @@ import difflib
 import types
 from collections.abc import Container, Mapping, Sequence
 
+from qloop_kernel.errors import ToolInputError
 from qloop_kernel.tools import summaries
-from qloop_kernel.tools.runtime import ToolInputError
 from qloop_kernel.tools.summaries import (
     DEFAULT_ROWS,
     MAX_ROWS,

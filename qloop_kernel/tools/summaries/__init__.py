@@ -15,7 +15,7 @@ Modules: ``common`` (limits, paging, detection, text), ``reprs`` (bounded repr),
 
 from __future__ import annotations
 
-from qloop_kernel.tools.runtime import ToolInputError
+from qloop_kernel.errors import ToolInputError
 
 from . import arrow, callables, containers, lazy, numpy, objects, pandas, polars, tensors, xarray
 from .callables import is_function_like

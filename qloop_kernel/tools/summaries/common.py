@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from qloop_kernel.tools.runtime import ToolInputError
+from qloop_kernel.errors import ToolInputError
 
 SAMPLE_ROWS = 10_000  # rows behind the statistics of a big Series or narrow DataFrame
 SAMPLE_CELLS = 150_000  # a wide frame's sample has fewer rows (at least MIN_SAMPLE_ROWS)

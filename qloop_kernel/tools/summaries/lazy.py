@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from qloop_kernel.tools.runtime import ToolInputError
+from qloop_kernel.errors import ToolInputError
 
 from .common import (
     HEAD_COLUMNS,
