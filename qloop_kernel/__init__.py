@@ -31,9 +31,8 @@ def tool(
     """Register a notebook function as an agent tool (see ``qloop_kernel.tools.user.tool``)."""
     from .tools.user import tool as register
 
-    if func is None:
-        return register(read_only=read_only, name=name, replace=replace)
-    return register(func, read_only=read_only, name=name, replace=replace)
+    decorate = register(read_only=read_only, name=name, replace=replace)
+    return decorate if func is None else decorate(func)
 
 
 def _jupyter_labextension_paths() -> list[dict[str, str]]:

@@ -39,7 +39,7 @@ class AgentNotebookClient(NotebookClient):
 
     async def async_start_new_kernel_client(self) -> Any:
         client = await super().async_start_new_kernel_client()
-        client.execute = self._execute_with_metadata
+        client.execute = self._execute_with_metadata  # type: ignore[method-assign]  # metadata
         return client
 
     def _execute_with_metadata(
@@ -52,8 +52,10 @@ class AgentNotebookClient(NotebookClient):
             "user_expressions": user_expressions or {}, "allow_stdin": False,
             "stop_on_error": stop_on_error,
         }  # fmt: skip
-        msg = self.kc.session.msg("execute_request", content, metadata=self._metadata)
-        self.kc.shell_channel.send(msg)
+        kc = self.kc
+        assert kc is not None  # started by async_start_new_kernel_client
+        msg = kc.session.msg("execute_request", content, metadata=self._metadata)
+        kc.shell_channel.send(msg)
         return str(msg["header"]["msg_id"])
 
     def _before_cell(self, cell: Any, cell_index: int) -> None:

@@ -186,12 +186,17 @@ class CardApprover:
         return card.wait()
 
 
+def _stop_and_wake(on_stop: Any) -> None:
+    on_stop()
+    wake()
+
+
 class StopButton:
     """The status line's Stop button: ends the turn as interrupted, the next cells still run."""
 
     def __init__(self, on_stop: Any) -> None:
         self.button = widgets.Button(description="Stop", icon="stop", button_style="warning")
-        self.button.on_click(lambda _: (on_stop(), wake()))
+        self.button.on_click(lambda _: _stop_and_wake(on_stop))
         self.label = widgets.HTML()
         self.widget = widgets.HBox([self.label, self.button])
         self.widget.add_class("qloop-live-status")

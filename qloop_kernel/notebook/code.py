@@ -15,9 +15,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ToolFailure
 from ..messages import Block
 from ..redact import PrivateVariables, redact_text, redacting_also
-from ..tools.runtime import ToolFailure, format_exception, strip_ansi, truncate
+from ..tools.runtime import format_exception, strip_ansi, truncate
 
 MAX_IMAGES = 4
 MAX_IMAGE_BASE64 = 2_000_000  # about 1.5 MB of PNG

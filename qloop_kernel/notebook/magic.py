@@ -116,14 +116,14 @@ class AgentMagics(Magics):
                 "grants are changed only by you, between cells"
             )
 
-    @cell_magic("agent")
+    @cell_magic("agent")  # type: ignore[arg-type]  # IPython's decorator types expect Never
     def agent_cell(self, line: str, cell: str) -> None:
         """%%agent [options]: run the cell body as a task for the agent."""
         self._refuse_inside_a_step()
         args, first_line = self._parse(line)
         self._run(args, (first_line + "\n" + cell).strip())
 
-    @line_magic("agent")
+    @line_magic("agent")  # type: ignore[arg-type]
     def agent_line(self, line: str) -> None:
         """%agent: settings, status, reset, allow TOOL, or a one-line task."""
         self._refuse_inside_a_step()

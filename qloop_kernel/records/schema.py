@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -16,7 +16,7 @@ from ..errors import RecordError
 from ..messages import now_iso
 from . import signing
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION: Final = 2
 READABLE_VERSIONS = (1, 2)  # version 1: the same fields, never signed
 METADATA_KEY = "qloop"
 MIME_TYPE = "application/vnd.qloop.transcript+json"

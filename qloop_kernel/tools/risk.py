@@ -714,7 +714,7 @@ class _Analysis(ast.NodeVisitor):
 
     visit_While = visit_If
 
-    def visit_Try(self, node: ast.Try | ast.TryStar) -> None:
+    def visit_Try(self, node: ast.Try) -> None:  # and ast.TryStar (3.11+): the same fields
         with self.branch():
             for part in [*node.body, *node.handlers, *node.orelse]:
                 self.visit(part)

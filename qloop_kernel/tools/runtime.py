@@ -135,7 +135,7 @@ def _input_model(
         annotation = hints.get(param.name, Any)
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[param.name] = (annotation, Field(default, description=arg_docs.get(param.name)))
-    model = create_model(  # type: ignore[call-overload]
+    model = create_model(
         f"{func.__name__}_input", __config__=ConfigDict(extra="forbid"), **fields
     )
     return model, False

@@ -38,7 +38,9 @@ def thaw() -> None:
 @overload
 def tool(func: F) -> F: ...
 @overload
-def tool(*, read_only: bool = False, name: str | None = None) -> Callable[[F], F]: ...
+def tool(
+    *, read_only: bool = False, name: str | None = None, replace: bool = False
+) -> Callable[[F], F]: ...
 
 
 def tool(

@@ -251,7 +251,8 @@ def _dask_array_head(array: Any, paging: Paging) -> str:
         )
     stop = min(first, paging.offset + paging.rows_asked)
     trailing = head_extent(array.shape[1:], stop - paging.offset)
-    block = array[(slice(paging.offset, stop), *(slice(0, n) for n in trailing))].compute()
+    index = (slice(paging.offset, stop), *(slice(0, n) for n in trailing))
+    block = array[index].compute()
     scope = "" if tuple(trailing) == tuple(array.shape[1:]) else ", first elements of other axes"
     return (
         f"Rows {paging.offset:,}-{stop - 1:,} along axis 0{scope} (from the first chunk only):\n"

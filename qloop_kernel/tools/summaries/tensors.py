@@ -73,7 +73,8 @@ def _head(array: Any, shape: tuple[int, ...], label: str, paging: Paging, to_num
     if stop <= start:
         return ""
     trailing = head_extent(shape[1:], stop - start)
-    part = array[(slice(start, stop), *(slice(0, n) for n in trailing))]
+    index = (slice(start, stop), *(slice(0, n) for n in trailing))
+    part = array[index]
     scope = "" if tuple(trailing) == shape[1:] else ", first elements of other axes"
     return f"Rows {start:,}-{stop - 1:,} along axis 0{scope}:\n" + format_array(to_numpy(part))
 
