@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
+
+from annotated_types import Interval
 
 from ..errors import ToolFailure
 from ..redact import PrivateVariables, private_variables
+from ..tools.namespace import MAX_ROWS
 from ..tools.runtime import Tool
 from ..tools.user import with_registered
 from .code import CodeRunner
@@ -33,7 +36,10 @@ def builtin_tools(
         return private.redactor(ns).text(listing)
 
     def inspect_variable(
-        name: str, columns: list[str] | None = None, offset: int = 0, rows: int = 5
+        name: str,
+        columns: list[str] | None = None,
+        offset: Annotated[int, Interval(ge=0)] = 0,
+        rows: Annotated[int, Interval(ge=0, le=MAX_ROWS)] | None = None,
     ) -> str:
         """Describe one variable of the user's namespace by type: for a DataFrame its shape,
         dtypes, nulls, head and a numeric summary; for arrays, containers, strings, functions
@@ -43,7 +49,8 @@ def builtin_tools(
             name: the variable name, or a dotted attribute path such as model.coef_
             columns: DataFrame columns to show (default: all, bounded)
             offset: first row to show
-            rows: number of rows to show
+            rows: number of rows to show (default: a few for data in memory, none for lazy or
+                distributed data, whose rows are read only when asked for)
         """
         if private.covers(name):
             raise ToolFailure(
@@ -56,7 +63,7 @@ def builtin_tools(
         )
         return private.redactor(shell.user_ns).text(summary)
 
-    def notebook_history(last: int = 10) -> str:
+    def notebook_history(last: Annotated[int, Interval(ge=1, le=100)] = 10) -> str:
         """The cells the user ran most recently in this kernel: source and short output.
 
         Args:

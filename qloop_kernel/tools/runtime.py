@@ -125,7 +125,7 @@ def _input_model(
     func: Callable[..., Any], arg_docs: dict[str, str]
 ) -> tuple[type[BaseModel], bool]:
     params = list(inspect.signature(func).parameters.values())
-    hints = get_type_hints(func)
+    hints = get_type_hints(func, include_extras=True)  # keep Annotated bounds
     if len(params) == 1 and _is_model(hints.get(params[0].name)):
         return hints[params[0].name], True
     fields: dict[str, Any] = {}
