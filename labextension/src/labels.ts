@@ -73,8 +73,11 @@ export function egressKindLabel(
 ): string {
   const labels: Record<EgressKind, string> = {
     variable: trans.__('variable'),
+    variables: trans.__('variable list'),
     output: trans.__('output'),
     prompt: trans.__('prompt'),
+    history: trans.__('history'),
+    tool: trans.__('tool result'),
     file: trans.__('file'),
     unknown: trans.__('other')
   };

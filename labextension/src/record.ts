@@ -1,5 +1,5 @@
 /**
- * The saved agent turn ("record", schema_version 1) and defensive readers for it.
+ * The saved agent turn ("record", schema_version 1 or 2) and defensive readers for it.
  *
  * A record arrives from a kernel or from a notebook file: every field may be
  * missing or of the wrong type, so nothing here trusts the shape of the input.
@@ -13,7 +13,8 @@ export const COMM_TARGET = 'qloop';
 export const TRANSCRIPT_MIME = 'application/vnd.qloop.transcript+json';
 /** The agent's answer, streamed or saved: `{"markdown": "<text>"}`. */
 export const ANSWER_MIME = 'application/vnd.qloop.answer+json';
-export const SCHEMA_VERSION = 1;
+/** The record versions the view reads: 2 is version 1 plus a signature, egress and refusal. */
+export const READABLE_VERSIONS: readonly number[] = [1, 2];
 
 /** The turn statuses the kernel writes; anything else reads as `unknown`. */
 export const KNOWN_STATUSES = [
@@ -42,8 +43,11 @@ export type DecisionKind = (typeof KNOWN_DECISIONS)[number] | 'unknown';
 /** What kind of thing left the kernel for the model. */
 export const KNOWN_EGRESS_KINDS = [
   'variable',
+  'variables',
   'output',
   'prompt',
+  'history',
+  'tool',
   'file'
 ] as const;
 export type EgressKind = (typeof KNOWN_EGRESS_KINDS)[number] | 'unknown';
@@ -271,7 +275,7 @@ function readUsage(value: unknown): IUsage {
 
 /**
  * Why a value cannot be read as a record, or null when it can: it must be a
- * JSON object with `schema_version` 1.
+ * JSON object with a readable `schema_version`.
  */
 export function unreadableReason(
   data: unknown,
@@ -289,11 +293,11 @@ export function unreadableReason(
   if (version === undefined) {
     return trans.__('the record has no schema_version');
   }
-  if (version !== SCHEMA_VERSION) {
+  if (typeof version !== 'number' || !READABLE_VERSIONS.includes(version)) {
     return trans.__(
-      'unsupported schema_version %1 (this view reads version %2)',
+      'unsupported schema_version %1 (this view reads versions %2)',
       JSON.stringify(version),
-      SCHEMA_VERSION
+      READABLE_VERSIONS.join(', ')
     );
   }
   return null;

@@ -33,12 +33,16 @@ describe('unreadableReason', () => {
     [3, 'expected a JSON object, got number'],
     [{}, 'the record has no schema_version'],
     [
-      { schema_version: 2 },
-      'unsupported schema_version 2 (this view reads version 1)'
+      { schema_version: 3 },
+      'unsupported schema_version 3 (this view reads versions 1, 2)'
     ],
     [
       { schema_version: '1' },
-      'unsupported schema_version "1" (this view reads version 1)'
+      'unsupported schema_version "1" (this view reads versions 1, 2)'
+    ],
+    [
+      { schema_version: null },
+      'unsupported schema_version null (this view reads versions 1, 2)'
     ]
   ])('explains why %j cannot be read', (data, reason) => {
     expect(unreadableReason(data)).toBe(reason);
@@ -51,15 +55,16 @@ describe('unreadableReason', () => {
     );
   });
 
-  it('reads version 1', () => {
+  it('reads versions 1 and 2', () => {
     expect(unreadableReason({ schema_version: 1 })).toBeNull();
+    expect(unreadableReason({ schema_version: 2 })).toBeNull();
   });
 });
 
 describe('readRecord', () => {
   it('reads a complete record', () => {
     const record = read({
-      schema_version: 1,
+      schema_version: 2,
       status: 'completed',
       model: 'claude-sonnet-5-5',
       prompt: 'Clean df',
@@ -88,9 +93,11 @@ describe('readRecord', () => {
       received: true,
       egress: [
         { kind: 'variable', name: 'df', chars: 1234 },
-        { kind: 'prompt', name: 'prompt', chars: 8 }
+        { kind: 'prompt', name: 'prompt', chars: 8 },
+        { kind: 'history', name: 'cell 2', chars: 50 }
       ],
-      refusal: { category: 'cyber', explanation: 'Not allowed.' }
+      refusal: { category: 'cyber', explanation: 'Not allowed.' },
+      signature: 'v1:abc'
     });
     expect(record).toEqual({
       status: 'completed',
@@ -120,7 +127,8 @@ describe('readRecord', () => {
       received: true,
       egress: [
         { kind: 'variable', name: 'df', chars: 1234 },
-        { kind: 'prompt', name: 'prompt', chars: 8 }
+        { kind: 'prompt', name: 'prompt', chars: 8 },
+        { kind: 'history', name: 'cell 2', chars: 50 }
       ],
       refusal: { category: 'cyber', explanation: 'Not allowed.' }
     });

@@ -131,6 +131,12 @@ test.describe('agent cell approval', () => {
     await expect(card.locator('.qloop-card-decision')).toHaveText('✔ approved');
     await expect(button(card, 'Approve')).toBeDisabled();
     await expectApprovedRun(standIn);
+    // The streamed answer is the answer renderer's untrusted Markdown.
+    const answer = (await cell(page, AGENT)).locator(
+      '.qloop-answer-output .qloop-answer-body'
+    );
+    await expect(answer.locator('strong')).toHaveText('42');
+    await expect(answer.locator('code')).toHaveText('y');
     // Next to the live output the saved transcript is folded, not repeated.
     const live = (await cell(page, AGENT)).locator('.qloop-transcript');
     await expect(live).toHaveClass(/qloop-transcript-live/);
@@ -227,7 +233,7 @@ test.describe('agent cell approval', () => {
 
       const saved = (await saveAndRead(serverPath)).cells[AGENT];
       expect(saved.metadata.qloop).toMatchObject({
-        schema_version: 1,
+        schema_version: 2,
         cell_id: saved.id,
         prompt: PROMPT,
         status: 'completed',

@@ -84,7 +84,7 @@ test.describe('transcript view', () => {
       'unreadable qloop record: expected a JSON object, got string'
     );
     await expect(await viewOf(1)).toHaveText(
-      'unreadable qloop record: unsupported schema_version 2 (this view reads version 1)'
+      'unreadable qloop record: unsupported schema_version 3 (this view reads versions 1, 2)'
     );
 
     const tolerant = await viewOf(2);

@@ -50,7 +50,7 @@ const PAYLOADS = [
 const ANSWER = PAYLOADS.join('\n\n');
 
 const RECORD = {
-  schema_version: 1,
+  schema_version: 2,
   session_id: 'received',
   prompt: `Summarise ${RLO}the table <img src=x onerror="window.__qloopPwned='prompt'">`,
   model: 'claude-sonnet-5-5',
