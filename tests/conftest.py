@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests import network_guard
 from tests.kernel_client import LabKernel
 
 # -- kernels (real ipykernel processes driven like JupyterLab; see kernel_client.py) -----------
@@ -40,3 +45,85 @@ def kernel_factory() -> Iterator[Callable[..., LabKernel]]:
     yield start
     for lab_kernel in reversed(started):
         lab_kernel.shutdown()
+
+
+# -- record signing: this test run is one "user", with its own key outside the home directory ------
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    folder = tempfile.mkdtemp(prefix="qloop-signing-")
+    os.environ.setdefault("QLOOP_SIGNING_KEY_FILE", os.path.join(folder, "key"))
+
+
+# -- no network outside loopback, here and in every Python the tests start (network_guard.py) --------
+
+
+class BlockedAttempts:
+    """The guard's log of blocked connections, read as it grows."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._offset = 0
+
+    def take(self) -> list[str]:
+        """Attempts logged since the last call, by this process or any process it started."""
+        with self.path.open("rb") as log:
+            log.seek(self._offset)
+            data = log.read()
+        complete = data[: data.rfind(b"\n") + 1]
+        self._offset += len(complete)
+        return complete.decode("utf-8", "replace").splitlines()
+
+
+_network: dict[str, Any] = {}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    folder = Path(tempfile.mkdtemp(prefix="qloop-network-guard-"))
+    log = folder / "blocked.log"
+    log.touch()
+    env = network_guard.subprocess_env(folder / "site", log)
+    _network.update(
+        folder=folder,
+        attempts=BlockedAttempts(log),
+        saved_env={name: os.environ.get(name) for name in env},
+    )
+    os.environ.update(env)
+    network_guard.install(log)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if not _network:
+        return
+    late = _network["attempts"].take()
+    network_guard.uninstall()
+    for name, value in _network["saved_env"].items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    shutil.rmtree(_network["folder"], ignore_errors=True)
+    _network.clear()
+    if late:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line("network access outside loopback after the tests:", red=True)
+            for attempt in late:
+                reporter.write_line(f"  {attempt}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture
+def blocked_attempts() -> BlockedAttempts:
+    """The log of connections the guard blocked; ``take()`` the ones a test expects."""
+    attempts: BlockedAttempts = _network["attempts"]
+    return attempts
+
+
+@pytest.fixture(autouse=True)
+def _no_network_outside_loopback(blocked_attempts: BlockedAttempts) -> Iterator[None]:
+    """Fail a test during which anything tried to leave loopback, even if the error was caught."""
+    yield
+    attempts = blocked_attempts.take()
+    if attempts:
+        pytest.fail("network access outside loopback:\n" + "\n".join(attempts), pytrace=False)

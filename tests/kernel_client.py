@@ -35,6 +35,7 @@ OUTPUT_TYPES = frozenset(
     {"stream", "display_data", "update_display_data", "execute_result", "error"}
 )
 WIDGET_TARGET = "jupyter.widget"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 DEFAULT_TIMEOUT = 30.0
 
 
@@ -66,7 +67,13 @@ class LabKernel:
         """Describe the kernel to start: extra environment variables (added to this process's
         environment), nbclient-like ``headless`` execution, working directory."""
         self.headless = headless
-        self._env = {**os.environ, "PYDEVD_DISABLE_FILE_VALIDATION": "1", **(env or {})}
+        # Widget echoes are what round_trip() waits for; they are on by default, made sure here.
+        self._env = {
+            **os.environ,
+            "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+            "JUPYTER_WIDGETS_ECHO": "1",
+            **(env or {}),
+        }
         self._cwd = cwd
         self._startup_timeout = startup_timeout
         self._km: KernelManager | None = None
@@ -260,6 +267,27 @@ class LabKernel:
         data = {"method": "update", "state": {name: value}, "buffer_paths": []}
         return self.comm_msg(comm_id, data, subshell_id=subshell_id)
 
+    def round_trip(self, comm_id: str, timeout: float = DEFAULT_TIMEOUT) -> None:
+        """Send a widget a no-op state update and wait for the kernel's echo of it.
+
+        The kernel handles shell requests in order, so once the echo is back every request sent
+        before it has been received; while a cell is busy, the echo proves the cell is waiting
+        in the shell pump (comm messages are handled nowhere else during a cell).
+        """
+        with self._changed:
+            classes = self._widgets[comm_id].state.get("_dom_classes")
+        if classes is None:
+            raise ValueError(f"widget {comm_id} has no _dom_classes state to echo")
+        msg_id = self.set_value(comm_id, "_dom_classes", classes)
+
+        def echoed() -> bool:
+            return any(
+                m["content"].get("data", {}).get("method") == "echo_update"
+                for m in self.messages(msg_id, "comm_msg")
+            )
+
+        self.wait_for(echoed, timeout, f"the echo of widget {comm_id}")
+
     # -- waiting -----------------------------------------------------------------------------
 
     def wait_for(
@@ -334,6 +362,26 @@ class LabKernel:
 
         return self.wait_for(find, timeout, f"widget {description or model_name or ''}")
 
+    def wait_for_display(
+        self, msg_id: str, mime: str, found: Callable[[Any], bool], timeout: float = DEFAULT_TIMEOUT
+    ) -> Any:
+        """The first ``mime`` value displayed or updated by ``msg_id`` for which ``found`` holds."""
+
+        def probe() -> Any:
+            for message in self.messages(msg_id, "display_data", "update_display_data"):
+                data = message["content"]["data"]
+                if mime in data and found(data[mime]):
+                    return data[mime]
+            return None
+
+        return self.wait_for(probe, timeout, f"a {mime} display of {msg_id}")
+
+    def wait_for_shown(self, msg_id: str, comm_id: str, timeout: float = DEFAULT_TIMEOUT) -> None:
+        """Wait until ``msg_id`` displayed the widget ``comm_id`` (its view, sent by display())."""
+        self.wait_for_display(
+            msg_id, WIDGET_VIEW, lambda view: view.get("model_id") == comm_id, timeout
+        )
+
     def wait_for_button(
         self, description: str, timeout: float = DEFAULT_TIMEOUT, **criteria: Any
     ) -> str:
@@ -348,6 +396,18 @@ class LabKernel:
         """Latest known state of a widget (its comm_open state plus every update since)."""
         with self._changed:
             return dict(self._widgets[comm_id].state)
+
+    def widget_states(
+        self, *, parent: str | None = None, model_name: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Latest states of the widgets opened by ``parent`` (a msg_id) and of ``model_name``."""
+        with self._changed:
+            return [
+                dict(w.state)
+                for w in self._widgets.values()
+                if (parent is None or w.parent_msg_id == parent)
+                and (model_name is None or w.state.get("_model_name") == model_name)
+            ]
 
     def messages(self, msg_id: str, *msg_types: str) -> list[dict[str, Any]]:
         """IOPub messages parented to ``msg_id``, in arrival order, optionally of given types."""

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import time
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from qloop_kernel.records import MIME_TYPE
 from qloop_kernel.testing import Reply, StandInAPI, text, tool_use
-from tests.agent_outputs import result_text, saved_record, tool_results
+from tests.agent_outputs import (
+    result_text,
+    saved_record,
+    shown_answers,
+    tool_results,
+    wait_for_answer_text,
+)
 from tests.kernel_client import LabKernel
 
 pytestmark = pytest.mark.kernel
@@ -30,6 +40,11 @@ def lab(api: StandInAPI) -> Iterator[LabKernel]:
         yield kernel
 
 
+def html_text(states: list[dict[str, Any]]) -> str:
+    """The text the HTML widgets of a card show, without tags."""
+    return html.unescape(re.sub(r"<[^>]+>", "", "\n".join(str(s.get("value", "")) for s in states)))
+
+
 def double_x_script() -> list[Reply]:
     return [
         Reply([text("Looking first."), tool_use("list_variables", {})]),
@@ -43,10 +58,15 @@ def test_approve_runs_the_code_and_run_all_waits(lab: LabKernel, api: StandInAPI
     api.set_script(double_x_script())
     agent = lab.execute("%%agent\nDouble x into y.", cell_id="agent-1")
     after = lab.execute("z = y + 1", cell_id="next")  # queued like "Run All"
-    approve = lab.wait_for_button("Approve", timeout=30)
-    time.sleep(0.3)
+    approve = lab.wait_for_button("Approve", parent=agent, timeout=30)
+    lab.round_trip(approve)  # the card waits, and the queued cell's request has arrived
     assert not lab.replied(after), "the next cell ran while the card was waiting"
-    assert "list_variables" in result_text(tool_results(api.requests[1])[0]) or True
+    assert len(api.requests) == 2, "a model call was made before the approval"
+    [asked] = [
+        b for b in api.requests[1].body["messages"][-2]["content"] if b["type"] == "tool_use"
+    ]
+    assert asked["name"] == "list_variables"
+    assert tool_results(api.requests[1])[0]["tool_use_id"] == asked["id"]
     lab.click(approve)
     assert lab.complete(agent, 60)["content"]["status"] == "ok"
     assert lab.complete(after, 30)["content"]["status"] == "ok"
@@ -72,8 +92,8 @@ def test_deny_with_a_reason_runs_nothing_and_tells_the_model(
         [Reply([tool_use("run_code", {"code": "danger = 1"})]), Reply([text("OK, I will not.")])]
     )
     agent = lab.execute("%%agent\nSet danger.", cell_id="agent-2")
-    deny = lab.wait_for_button("Deny", timeout=30)
-    reason = lab.wait_for_widget(model_name="TextModel", timeout=5)
+    deny = lab.wait_for_button("Deny", parent=agent, timeout=30)
+    reason = lab.wait_for_widget(model_name="TextModel", parent=agent, timeout=5)
     lab.set_value(reason, "value", "not on the shared data")
     lab.click(deny)
     assert lab.complete(agent, 60)["content"]["status"] == "ok"
@@ -85,8 +105,8 @@ def test_deny_with_a_reason_runs_nothing_and_tells_the_model(
 def test_edited_code_is_what_runs_and_what_is_recorded(lab: LabKernel, api: StandInAPI) -> None:
     api.set_script([Reply([tool_use("run_code", {"code": "v = 1"})]), Reply([text("done")])])
     agent = lab.execute("%%agent\nSet v.", cell_id="agent-3")
-    approve = lab.wait_for_button("Approve", timeout=30)
-    editor = lab.wait_for_widget(model_name="TextareaModel", timeout=5)
+    approve = lab.wait_for_button("Approve", parent=agent, timeout=30)
+    editor = lab.wait_for_widget(model_name="TextareaModel", parent=agent, timeout=5)
     lab.set_value(editor, "value", "v = 2")
     lab.click(approve)
     assert lab.complete(agent, 60)["content"]["status"] == "ok"
@@ -109,8 +129,9 @@ def test_interrupt_while_waiting_for_approval(lab: LabKernel, api: StandInAPI) -
     api.set_script([Reply([tool_use("run_code", {"code": "w = 1"})]), Reply([text("never")])])
     agent = lab.execute("%%agent\nSet w.", cell_id="agent-5")
     queued = lab.execute("q = 1", cell_id="queued")
-    approve = lab.wait_for_button("Approve", timeout=30)
-    time.sleep(0.5)  # the card is on screen and waiting
+    approve = lab.wait_for_button("Approve", parent=agent, timeout=30)
+    card = lab.wait_for_widget(model_name="VBoxModel", parent=agent)
+    lab.wait_for_shown(agent, card)  # displayed: the cell goes straight on to wait for a click
     started = time.monotonic()
     lab.interrupt()
     reply = lab.complete(agent, 30)
@@ -126,12 +147,12 @@ def test_interrupt_while_waiting_for_approval(lab: LabKernel, api: StandInAPI) -
     assert len(api.requests) == 1
 
 
-def test_interrupt_while_tool_code_runs(lab: LabKernel, api: StandInAPI) -> None:
-    code = "import time\nbefore = 1\ntime.sleep(30)\nafter = 1"
+def test_interrupt_while_tool_code_runs(lab: LabKernel, api: StandInAPI, tmp_path: Path) -> None:
+    started = tmp_path / "started"  # the step's output is captured until it ends: a file marks it
+    code = f"import pathlib, time\nbefore = 1\npathlib.Path({str(started)!r}).touch()\ntime.sleep(30)\nafter = 1"
     api.set_script([Reply([tool_use("run_code", {"code": code})]), Reply([text("never")])])
     agent = lab.execute("%%agent --approve auto\nSleep.", cell_id="agent-6")
-    lab.wait_for(lambda: len(api.requests) == 1, 30)
-    time.sleep(1.0)
+    lab.wait_for(started.exists, 30, "the step to start sleeping")
     lab.interrupt()
     reply = lab.complete(agent, 30)
     assert reply["content"]["ename"] == "KeyboardInterrupt"
@@ -142,8 +163,7 @@ def test_interrupt_while_tool_code_runs(lab: LabKernel, api: StandInAPI) -> None
 def test_interrupt_while_the_model_streams(lab: LabKernel, api: StandInAPI) -> None:
     api.set_script([Reply([text("word " * 200)], event_delay=0.05)])
     agent = lab.execute("%%agent\nTalk slowly.", cell_id="agent-7")
-    lab.wait_for(lambda: len(api.requests) == 1, 30)
-    time.sleep(0.8)
+    wait_for_answer_text(lab, agent, "word")  # the cell shows the stream as it comes
     started = time.monotonic()
     lab.interrupt()
     reply = lab.complete(agent, 30)
@@ -159,13 +179,14 @@ def test_stop_button_ends_the_turn_and_next_cells_still_run(
     api.set_script([Reply([text("word " * 200)], event_delay=0.05)])
     agent = lab.execute("%%agent\nTalk slowly.", cell_id="agent-8")
     after = lab.execute("after_stop = 1", cell_id="after")
-    stop = lab.wait_for_button("Stop", timeout=30)
-    lab.wait_for(lambda: len(api.requests) == 1, 30)
-    time.sleep(0.5)
+    stop = lab.wait_for_button("Stop", parent=agent, timeout=30)
+    wait_for_answer_text(lab, agent, "word")
     lab.click(stop)
     assert lab.complete(agent, 30)["content"]["status"] == "ok"
     assert lab.complete(after, 30)["content"]["status"] == "ok"
     assert saved_record(lab, agent)["status"] == "interrupted"
+    [shown] = shown_answers(lab, agent).values()
+    assert 0 < len(shown) < len("word " * 200), "the stream was not cut short"
 
 
 def test_headless_never_blocks_and_denies_risky_calls(api: StandInAPI) -> None:
@@ -187,7 +208,10 @@ def test_follow_up_cells_share_the_conversation(lab: LabKernel, api: StandInAPI)
     api.set_script([Reply([text("first answer")]), Reply([text("second answer")])])
     lab.run("%%agent --new\nFirst question.", cell_id="c1")
     lab.run("%%agent\nNow the follow-up.", cell_id="c2")
-    sent = [m["content"][0]["text"] for m in api.requests[1].body["messages"]]
+    sent = [
+        "".join(b["text"] for b in m["content"] if b["type"] == "text")
+        for m in api.requests[1].body["messages"]
+    ]
     assert sent == ["First question.", "first answer", "Now the follow-up."]
 
 
@@ -301,15 +325,16 @@ def test_saved_cell_replays_after_one_approval_without_the_model(
     lab.run("x = 10")
     api.set_script(double_x_script())
     first = lab.execute("%%agent --new\nDouble x into y.", cell_id="saved")
-    old = lab.wait_for_button("Approve", timeout=30)
-    lab.click(old)
+    lab.click(lab.wait_for_button("Approve", parent=first, timeout=30))
     assert lab.complete(first, 60)["content"]["status"] == "ok"
     record = saved_record(lab, first)
     lab.run("del y")
     api.reset()
     again = lab.execute("%%agent\nDouble x into y.", cell_id="saved", metadata={"qloop": record})
-    approve = lab.wait_for_widget(description="Approve", exclude={old}, timeout=30)
-    assert "y = x * 2" in json.dumps(lab.history()[-40:], default=str)  # the card lists the step
+    approve = lab.wait_for_button("Approve", parent=again, timeout=30)
+    lab.round_trip(approve)  # the whole card is built and waits
+    card_text = html_text(lab.widget_states(parent=again, model_name="HTMLModel"))
+    assert "step 1" in card_text and "y = x * 2" in card_text  # the card lists the step
     lab.click(approve)
     assert lab.complete(again, 60)["content"]["status"] == "ok"
     assert lab.run("print(y)").strip() == "20"
@@ -345,12 +370,6 @@ def test_text_of_a_failed_attempt_is_blanked_before_the_retry(
     )
     agent = lab.execute("%%agent\nAnswer.", cell_id="retry")
     assert lab.complete(agent, 60)["content"]["status"] == "ok"
-    latest: dict[str, str] = {}
-    for message in lab.messages(agent, "display_data", "update_display_data"):
-        display_id = message["content"].get("transient", {}).get("display_id")
-        markdown = message["content"]["data"].get("text/markdown")
-        if display_id and markdown is not None and MIME_TYPE not in message["content"]["data"]:
-            latest[display_id] = markdown
-    shown = [text for text in latest.values() if text]
+    shown = [text for text in shown_answers(lab, agent).values() if text]
     assert shown == ["the whole answer"]
     assert "retrying" in lab.text(agent)

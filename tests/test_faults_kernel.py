@@ -29,7 +29,7 @@ from qloop_kernel.testing import (
     tool_use,
 )
 from qloop_kernel.testing.script import ScriptItem
-from tests.agent_outputs import saved_record
+from tests.agent_outputs import saved_record, shown_answers
 from tests.kernel_client import LabKernel
 
 pytestmark = pytest.mark.kernel
@@ -126,12 +126,6 @@ def lab(api: StandInAPI) -> Iterator[LabKernel]:
         yield kernel
 
 
-def shown_markdown(lab: LabKernel, msg_id: str) -> str:
-    """Every Markdown the cell displayed or updated (the streamed answer is Markdown)."""
-    messages = lab.messages(msg_id, "display_data", "update_display_data")
-    return "\n".join(m["content"]["data"].get("text/markdown", "") for m in messages)
-
-
 def retry_notices(lab: LabKernel, msg_id: str) -> list[str]:
     return [line for line in lab.text(msg_id).splitlines() if line.startswith("retrying in ")]
 
@@ -162,7 +156,7 @@ def assert_outcome(lab: LabKernel, msg_id: str, reply: dict, case: FaultCase) ->
     assert len(notices) == case.retries, notices
     if case.outcome == "retried, completed":
         assert all(case.message in notice for notice in notices), notices
-        assert DONE in shown_markdown(lab, msg_id)
+        assert DONE in shown_answers(lab, msg_id).values()
     if case.outcome == "stopped":
         assert case.message in lab.text(msg_id)
 

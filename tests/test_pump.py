@@ -10,15 +10,19 @@ import threading
 import time
 import types
 import uuid
+from collections.abc import Callable
 
 import pytest
 
 from qloop_kernel.notebook import pump
-from qloop_kernel.notebook.pump import PumpUnavailable, ShellPump, ThreadWaiter, check_supported, wait_until
+from qloop_kernel.notebook.pump import (
+    PumpUnavailable,
+    ShellPump,
+    ThreadWaiter,
+    check_supported,
+    wait_until,
+)
 from tests.kernel_client import LabKernel
-
-STILL_WAITING = 0.3
-"""Seconds a test watches a blocked cell to be sure nothing it must not do happens."""
 
 WAITING_CELL = """
 import ipywidgets as widgets
@@ -51,11 +55,14 @@ def start_waiting(kernel: LabKernel, label: str) -> tuple[str, str]:
     cell = kernel.execute(waiting_cell(label))
     button = kernel.wait_for_button(label, parent=cell)
     kernel.wait_for_output(cell, "waiting")
+    kernel.round_trip(button)  # answered only from inside the pump: the cell is in wait_until
     return cell, button
 
 
-def assert_still_waiting(kernel: LabKernel, cell: str) -> None:
-    time.sleep(STILL_WAITING)
+def assert_still_waiting(kernel: LabKernel, cell: str, widget: str) -> None:
+    """After a round trip through the pump (so every request sent before is in), the cell
+    is still busy and has neither resumed nor replied."""
+    kernel.round_trip(widget)
     assert not kernel.replied(cell)
     assert "resumed" not in kernel.stdout(cell)
     assert kernel.status(cell) == "busy"
@@ -70,7 +77,7 @@ def test_click_resumes_the_waiting_cell(kernel: LabKernel, on_subshell: bool) ->
     subshell = kernel.create_subshell() if on_subshell else None
     label = unique("Approve")
     cell, button = start_waiting(kernel, label)
-    assert_still_waiting(kernel, cell)
+    assert_still_waiting(kernel, cell, button)
 
     kernel.click(button, subshell_id=subshell)
 
@@ -85,7 +92,7 @@ def test_queued_requests_wait_for_the_cell_and_keep_their_order(kernel: LabKerne
     cell_a, button = start_waiting(kernel, label)
     cell_b = kernel.execute(f"x_{_suffix(label)} = 2\nprint('B ran')")
     info = kernel.request("kernel_info_request")
-    assert_still_waiting(kernel, cell_a)
+    assert_still_waiting(kernel, cell_a, button)
     assert kernel.messages(cell_b) == []  # B has not even started: no busy, no execute_input
     assert not kernel.replied(cell_b) and not kernel.replied(info)
 
@@ -151,17 +158,23 @@ def test_wake_from_a_worker_thread_ends_the_wait_at_once(kernel: LabKernel) -> N
         "from qloop_kernel.notebook.pump import POLL_INTERVAL, ShellPump, wait_until, wake\n"
         "pump = ShellPump.current()\n"
         "pump.poll_interval = 30.0  # only wake() can end a wait promptly\n"
-        "events = queue.Queue()\n"
+        "events, blocking = queue.Queue(), threading.Event()\n"
+        "def arrived():\n"
+        "    if events.empty():\n"
+        "        blocking.set()  # the main thread goes on to block in the pump\n"
+        "        return False\n"
+        "    return True\n"
         "def worker():\n"
         "    for i in range(3):\n"
-        "        time.sleep(0.05)\n"
+        "        assert blocking.wait(5)\n"
+        "        blocking.clear()\n"
         "        events.put(time.monotonic())\n"
         "        wake()\n"
         "threading.Thread(target=worker).start()\n"
         "latencies = []\n"
         "try:\n"
         "    for _ in range(3):\n"
-        "        assert wait_until(lambda: not events.empty(), timeout=5)\n"
+        "        assert wait_until(arrived, timeout=5)\n"
         "        latencies.append(time.monotonic() - events.get())\n"
         "finally:\n"
         "    pump.poll_interval = POLL_INTERVAL\n"
@@ -232,7 +245,7 @@ def test_nested_wait_in_a_widget_callback(kernel: LabKernel) -> None:
     queued = kernel.execute("print('queued ran', log)")
 
     kernel.click(outer)
-    assert_still_waiting(kernel, cell)
+    assert_still_waiting(kernel, cell, inner)  # the echo comes from the nested wait's pump
     kernel.click(inner)
 
     assert kernel.complete(queued)["content"]["status"] == "ok"
@@ -323,15 +336,25 @@ def test_lab_and_headless_execute_requests(kernel: LabKernel) -> None:
 # -- outside a kernel ----------------------------------------------------------------------------
 
 
-def _wake_later(set_done: threading.Event, delay: float) -> threading.Thread:
+def _wake_once_blocked(done: threading.Event) -> tuple[Callable[[], bool], threading.Thread]:
+    """A condition for ``wait_until`` and a thread that sets it and wakes the waiter as soon as
+    the condition was found false (the waiter then blocks: ThreadWaiter holds its lock from the
+    check until it sleeps, and wake() takes that lock)."""
+    checked = threading.Event()
+
+    def condition() -> bool:
+        if not done.is_set():
+            checked.set()
+        return done.is_set()
+
     def work() -> None:
-        time.sleep(delay)
-        set_done.set()
+        assert checked.wait(5)
+        done.set()
         pump.wake()
 
     thread = threading.Thread(target=work)
     thread.start()
-    return thread
+    return condition, thread
 
 
 def test_outside_a_kernel_there_is_no_pump() -> None:
@@ -343,9 +366,9 @@ def test_outside_a_kernel_there_is_no_pump() -> None:
 def test_wait_until_returns_on_wake_from_a_thread(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pump.waiter(), "poll_interval", 30.0)  # only wake() ends it promptly
     done = threading.Event()
-    worker = _wake_later(done, 0.05)
+    condition, worker = _wake_once_blocked(done)
     started = time.monotonic()
-    assert wait_until(done.is_set, timeout=5)
+    assert wait_until(condition, timeout=5)
     assert time.monotonic() - started < 1.0
     worker.join()
 
