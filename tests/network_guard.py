@@ -1,8 +1,8 @@
 """Fail every connection outside loopback, in the test process and in processes it starts.
 
-:func:`install` patches ``socket.socket.connect`` / ``connect_ex``, ``socket.create_connection``
-and ``socket.getaddrinfo``: an address outside 127.0.0.0/8 and ::1 (unix socket paths are fine)
-raises :class:`NetworkBlocked` at once and is appended to a log file, so that an attempt a
+:func:`install` patches ``socket.socket.connect`` / ``connect_ex`` / ``sendto``,
+``socket.create_connection`` and ``socket.getaddrinfo``: an address outside 127.0.0.0/8 and ::1
+(unix socket paths are fine) raises :class:`NetworkBlocked` at once and is appended to a log file, so that an attempt a
 library swallows (an SDK retry, a best-effort update check) still fails the test run.
 
 :func:`subprocess_env` writes a ``sitecustomize.py`` that installs the same guard in any Python
@@ -102,12 +102,24 @@ def _describe(address: Any) -> str:
 
 def _guarded_connect(original: Callable[..., Any]) -> Callable[..., Any]:
     def connect(self: socket.socket, address: Any) -> Any:
-        if not _allowed_address(self.family, address):
+        # Connecting a datagram socket sends nothing (dask finds its own address that way);
+        # what it sends is checked by sendto.
+        if self.type != socket.SOCK_DGRAM and not _allowed_address(self.family, address):
             raise _refuse(f"connect to {_describe(address)}")
         return original(self, address)
 
     connect.__wrapped__ = original  # type: ignore[attr-defined]
     return connect
+
+
+def _guarded_sendto(original: Callable[..., Any]) -> Callable[..., Any]:
+    def sendto(self: socket.socket, data: Any, *flags_and_address: Any) -> Any:
+        address = flags_and_address[-1] if flags_and_address else None
+        if not _allowed_address(self.family, address):
+            raise _refuse(f"sendto {_describe(address)}")
+        return original(self, data, *flags_and_address)
+
+    return sendto
 
 
 def _guarded_create_connection(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -139,11 +151,13 @@ def install(log_path: str | os.PathLike[str] | None = None) -> None:
         _originals.update(
             connect=socket.socket.connect,
             connect_ex=socket.socket.connect_ex,
+            sendto=socket.socket.sendto,
             create_connection=socket.create_connection,
             getaddrinfo=socket.getaddrinfo,
         )
     socket.socket.connect = _guarded_connect(_originals["connect"])  # type: ignore[method-assign]
     socket.socket.connect_ex = _guarded_connect(_originals["connect_ex"])  # type: ignore[method-assign]
+    socket.socket.sendto = _guarded_sendto(_originals["sendto"])  # type: ignore[method-assign]
     socket.create_connection = _guarded_create_connection(_originals["create_connection"])
     socket.getaddrinfo = _guarded_getaddrinfo(_originals["getaddrinfo"])
 
@@ -156,6 +170,7 @@ def uninstall() -> None:
     if originals:
         socket.socket.connect = originals["connect"]  # type: ignore[method-assign]
         socket.socket.connect_ex = originals["connect_ex"]  # type: ignore[method-assign]
+        socket.socket.sendto = originals["sendto"]  # type: ignore[method-assign]
         socket.create_connection = originals["create_connection"]
         socket.getaddrinfo = originals["getaddrinfo"]
 

@@ -52,6 +52,25 @@ def test_connect_outside_loopback_fails_at_once(blocked_attempts: BlockedAttempt
     ]
 
 
+def test_datagrams_outside_loopback_are_blocked_when_sent(
+    blocked_attempts: BlockedAttempts,
+) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+        # Sends nothing (how dask finds its outward address); a machine without a route says so.
+        with contextlib.suppress(OSError):
+            udp.connect(("8.8.8.8", 80))
+        with pytest.raises(NetworkBlocked, match="sendto 8.8.8.8:53"):
+            udp.sendto(b"query", ("8.8.8.8", 53))
+        with pytest.raises(NetworkBlocked, match="sendto 8.8.8.8:53"):
+            udp.sendto(b"query", 0, ("8.8.8.8", 53))
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as server:
+        server.bind(("127.0.0.1", 0))
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as client:
+            client.sendto(b"ping", server.getsockname())
+        assert server.recv(16) == b"ping"
+    assert [a.split(": ", 1)[1] for a in blocked_attempts.take()] == ["sendto 8.8.8.8:53"] * 2
+
+
 def test_public_names_are_not_even_looked_up(blocked_attempts: BlockedAttempts) -> None:
     with pytest.raises(NetworkBlocked, match="name lookup of 'api.anthropic.com'"):
         socket.getaddrinfo("api.anthropic.com", 443)
