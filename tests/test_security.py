@@ -62,12 +62,15 @@ def record(
 
 def signed_by_someone_else(made: CellRecord, tmp_path: Path) -> dict[str, Any]:
     """The record as another user's kernel would have saved it (signed with another key)."""
-    own = os.environ["QLOOP_SIGNING_KEY_FILE"]
-    os.environ["QLOOP_SIGNING_KEY_FILE"] = str(tmp_path / "someone-else")
+    own = os.environ.get(signing.KEY_FILE_ENV)
+    os.environ[signing.KEY_FILE_ENV] = str(tmp_path / "someone-else")
     try:
         return made.to_json()
     finally:
-        os.environ["QLOOP_SIGNING_KEY_FILE"] = own
+        if own is None:
+            del os.environ[signing.KEY_FILE_ENV]
+        else:
+            os.environ[signing.KEY_FILE_ENV] = own
 
 
 def card_text(lab: LabKernel, parent: str, button: str) -> str:
@@ -289,6 +292,6 @@ def test_signing_uses_a_key_outside_the_notebook(tmp_path: Path) -> None:
     theirs = CellRecord.model_validate(signed_by_someone_else(made, tmp_path))
     assert mine.is_own() and not theirs.is_own()
     assert mine.digest == mine.computed_digest() and theirs.digest == theirs.computed_digest()
-    key = Path(os.environ["QLOOP_SIGNING_KEY_FILE"])
+    key = signing.key_path()
     assert key.stat().st_mode & 0o077 == 0  # readable by the user only
     assert signing.signing_key().hex() not in json.dumps(mine.model_dump())
