@@ -14,9 +14,11 @@ __all__ = ["__version__", "load_ipython_extension", "tool", "unload_ipython_exte
 
 def load_ipython_extension(ipython: Any) -> None:
     """Register the agent magics on an IPython shell."""
+    from .notebook.ledger import track_cells
     from .notebook.magic import AgentMagics
 
     ipython.register_magics(AgentMagics(ipython))
+    track_cells(ipython)  # which cell defines what: the drift check of replays reads it
 
 
 def unload_ipython_extension(ipython: Any) -> None:

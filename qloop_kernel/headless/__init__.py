@@ -1,1 +1,17 @@
-"""Running notebooks without a person: ``qloop run`` / ``show``, the runner and the kernel spec."""
+"""Running notebooks without a person: ``qloop run`` / ``show`` / ``export``, the runner, the papermill
+engine, the nbconvert preprocessor and the kernel spec."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["ReplayPreprocessor"]
+
+
+def __getattr__(name: str) -> Any:
+    # ``qloop_kernel.headless.ReplayPreprocessor`` for nbconvert's command line, imported on use.
+    if name == "ReplayPreprocessor":
+        from .nbconvert import ReplayPreprocessor
+
+        return ReplayPreprocessor
+    raise AttributeError(name)

@@ -91,6 +91,23 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    import nbformat
+
+    from .export import to_notebook, to_script
+
+    source = Path(args.notebook)
+    nb = nbformat.read(source, as_version=4)
+    suffix = ".exported.ipynb" if args.to == "cells" else ".py"
+    out = Path(args.output) if args.output else source.with_name(source.stem + suffix)
+    if args.to == "cells":
+        nbformat.write(to_notebook(nb), out)
+    else:
+        out.write_text(to_script(nb), encoding="utf-8")
+    _say(f"qloop export: wrote {out}", file=sys.stderr)
+    return 0
+
+
 def _install_kernel(args: argparse.Namespace) -> int:
     from .kernelspec import install
 
@@ -118,6 +135,18 @@ def parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="list the agent cells of a notebook")
     show.add_argument("notebook")
     show.set_defaults(func=_show)
+    export = sub.add_parser(
+        "export", help="turn approved agent steps into ordinary cells (runs without qloop)"
+    )
+    export.add_argument("notebook")
+    export.add_argument(
+        "--to", choices=("cells", "script"), default="cells",
+        help="a notebook of plain cells (default) or a Python script in the percent format",
+    )  # fmt: skip
+    export.add_argument(
+        "-o", "--output", help="where to write (default: NAME.exported.ipynb or NAME.py)"
+    )
+    export.set_defaults(func=_export)
     kernel = sub.add_parser("install-kernel", help='install the "Python 3 (qloop)" kernel spec')
     kernel.add_argument("--user", action="store_true", help="install for this user only")
     kernel.add_argument("--prefix", help="install under this prefix (e.g. sys.prefix of a venv)")

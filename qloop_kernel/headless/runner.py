@@ -2,7 +2,9 @@
 
 Each execute request carries the cell's metadata plus ``cellId`` (so saved records arrive with the re-run)
 and ``qloopHeadless`` (nobody can click: never block, apply the approval policy). After each cell the
-record is copied from the output mirror into ``cell.metadata["qloop"]``.
+record is copied from the output mirror into ``cell.metadata["qloop"]`` (``records.history.merged``:
+an earlier record is never dropped). ``SendsCellMetadata`` does this for any nbclient: ``qloop run``,
+the papermill engine and the nbconvert preprocessor use it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import sys
 from typing import Any, TextIO
 
 from nbclient import NotebookClient
+from nbclient.util import run_sync
 
 from ..records import METADATA_KEY, MIME_TYPE, RecordError, load_record
 from ..records.text import usage_line
@@ -26,14 +29,19 @@ def mirrored_record(cell: Any) -> dict[str, Any] | None:
     return None
 
 
-class AgentNotebookClient(NotebookClient):
-    """An nbclient that sends cell ids and metadata and keeps agent records in cell metadata."""
+class SendsCellMetadata:
+    """For an nbclient subclass: send each cell's metadata and id, keep its record in metadata.
 
-    def __init__(self, nb: Any, progress: TextIO | None | bool = True, **kwargs: Any) -> None:
-        """``progress``: a stream for one line per cell, True for stderr, None/False for none."""
-        super().__init__(nb, **kwargs)
-        self.progress: TextIO | None = sys.stderr if progress is True else (progress or None)
-        self._metadata: dict[str, Any] = {}
+    Call ``send_cell_metadata()`` at the end of ``__init__``.
+    """
+
+    nb: Any
+    kc: Any
+    progress: TextIO | None = None
+    _metadata: dict[str, Any]
+
+    def send_cell_metadata(self) -> None:
+        self._metadata = {}
         self.on_cell_execute = self._before_cell
         self.on_cell_executed = self._after_cell
 
@@ -41,6 +49,9 @@ class AgentNotebookClient(NotebookClient):
         client = await super().async_start_new_kernel_client()
         client.execute = self._execute_with_metadata  # type: ignore[method-assign]  # metadata
         return client
+
+    # nbclient binds the synchronous form to its own coroutine: papermill and nbconvert call it.
+    start_new_kernel_client = run_sync(async_start_new_kernel_client)
 
     def _execute_with_metadata(
         self, code: str, silent: bool = False, store_history: bool = True,
@@ -62,12 +73,29 @@ class AgentNotebookClient(NotebookClient):
         self._metadata = {**dict(cell.metadata), "cellId": cell.get("id"), "qloopHeadless": True}
 
     def _after_cell(self, cell: Any, cell_index: int, execute_reply: Any) -> None:
-        record = mirrored_record(cell)
-        if record is not None:
-            cell.metadata[METADATA_KEY] = record
+        keep_record(cell)
         if self.progress is not None:
             self.progress.write(_progress_line(cell, cell_index, len(self.nb.cells), execute_reply))
             self.progress.flush()
+
+
+class AgentNotebookClient(SendsCellMetadata, NotebookClient):
+    """An nbclient that sends cell ids and metadata and keeps agent records in cell metadata."""
+
+    def __init__(self, nb: Any, progress: TextIO | None | bool = True, **kwargs: Any) -> None:
+        """``progress``: a stream for one line per cell, True for stderr, None/False for none."""
+        super().__init__(nb, **kwargs)
+        self.progress = sys.stderr if progress is True else (progress or None)
+        self.send_cell_metadata()
+
+
+def keep_record(cell: Any) -> None:
+    """Copy the record of a cell's output mirror into its metadata; never lose the saved one."""
+    from ..records.history import merged
+
+    kept = merged(cell.metadata.get(METADATA_KEY), mirrored_record(cell))
+    if kept is not None:
+        cell.metadata[METADATA_KEY] = kept
 
 
 def _progress_line(cell: Any, index: int, total: int, reply: Any) -> str:

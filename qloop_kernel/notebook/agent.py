@@ -18,6 +18,15 @@ from ..redact import redact_text, redacted_output
 from ..settings import Settings
 from .cell import AgentError, CellContext, current_cell, store_for
 
+ASK_WITHOUT_RECORD = "QLOOP_ASK_WITHOUT_RECORD"  # ask the model where the client sends no metadata
+NO_METADATA = (
+    "this client sent no cell metadata (plain `jupyter execute`, nbconvert or papermill), so the "
+    "kernel cannot see the cell's saved record and will not ask the model instead. Replay with "
+    "`qloop run NOTEBOOK`, `papermill --engine qloop IN OUT` or `jupyter nbconvert --to notebook "
+    "--execute --Exporter.default_preprocessors=qloop_kernel.headless.ReplayPreprocessor "
+    f"NOTEBOOK`; to ask the model anyway, set {ASK_WITHOUT_RECORD}=1 or add --fresh to the cell"
+)
+
 
 @dataclass(frozen=True)
 class CellOptions:
@@ -57,18 +66,26 @@ class KernelAgent:
         """Replay the cell's saved turn, or run a new one; what the cell shows is redacted."""
         cell = current_cell(self.shell)
         with redacted_output(self.shell, keep=(MIME_TYPE,)):  # records are redacted when built
-            return self._run_cell(prompt, options, cell)
+            try:
+                return self._run_cell(prompt, options, cell)
+            except UsageError as exc:
+                if cell.interactive or isinstance(exc, AgentError):
+                    raise
+                # Headless clients report only an error output's traceback: never a blank error.
+                raise AgentError(str(exc)) from None
 
     def _run_cell(self, prompt: str, options: CellOptions, cell: CellContext) -> TurnResult | None:
         if options.new:
             self.manager.reset()
+        if no_metadata(cell) and not options.fresh and os.environ.get(ASK_WITHOUT_RECORD) != "1":
+            raise AgentError(NO_METADATA)
         if cell.saved is not None and not options.fresh:
             try:
                 record = load_record(cell.saved)
             except RecordError as exc:
                 raise UsageError(str(exc)) from None
             # The saved prompt is redacted: compare it with the prompt as it would be saved.
-            if record.prompt == redact_text(prompt) and record.status == "completed":
+            if record.prompt == redact_text(prompt) and record.replayable:
                 from .replay import replay, replay_policy
 
                 replay(self, record, replay_policy(self.base_settings, cell), cell)
@@ -77,10 +94,13 @@ class KernelAgent:
 
     def run_turn(self, prompt: str, settings: Settings, cell: CellContext) -> TurnResult:
         from ..model import AnthropicModel
+        from ..records.drift import FingerprintingObserver, TurnPrints
+        from ..records.history import AnnotatedStore
         from ..tools.runtime import ToolRuntime
         from .approval import CardApprover
         from .display import TurnDisplay, line
         from .guard import StepGuard
+        from .ledger import cell_ledger
         from .threaded import ThreadedModel
 
         _check_credentials()
@@ -97,6 +117,13 @@ class KernelAgent:
         )
         cards = {t.name for t in tools if t.requires_approval} if interactive else set()
         cancel = CancelToken()
+        prints = TurnPrints(self.shell.user_ns, cells=cell_ledger(self.shell).defined)
+        store = AnnotatedStore(
+            store_for(cell),
+            previous=cell.saved,
+            unseen=no_metadata(cell),
+            fingerprint=lambda record: prints.build(final=record.status != "running"),
+        )
         view = TurnDisplay(
             interactive=cell.interactive,
             max_turns=settings.max_turns,
@@ -109,7 +136,7 @@ class KernelAgent:
         model = ThreadedModel(AnthropicModel(settings.model))
         result, _ = self.manager.run_turn(
             prompt, model=model, runtime=runtime, settings=settings, cell_id=cell.cell_id,
-            observer=view, cancel=cancel, store=store_for(cell),
+            observer=FingerprintingObserver(view, prints), cancel=cancel, store=store,
         )  # fmt: skip
         view.finish(result)
         if result.stop == Interrupted("keyboard"):
@@ -117,6 +144,11 @@ class KernelAgent:
         if result.status == "error":
             raise AgentError(f"the agent turn failed: {getattr(result.stop, 'message', '')}")
         return result
+
+
+def no_metadata(cell: CellContext) -> bool:
+    """The request carried no cell id and no headless mark: nbclient, papermill or nbconvert."""
+    return cell.cell_id is None and not cell.headless
 
 
 def _check_credentials() -> None:

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..conversation import ConversationManager
-from ..messages import ToolCall
+from ..messages import ToolCall, ToolOutcome
 from ..permissions import ApprovalRequest, Approve, Decision, Deny, Policy, policy_approver
 from ..records import CellRecord, ToolCallRecord
+from ..records.drift import changed_after
 from ..records.text import usage_line
 from ..settings import Settings
 from ..tools.runtime import ToolRuntime
@@ -37,6 +38,7 @@ class ReplayHost(Protocol):
     """What replay needs from the kernel agent."""
 
     manager: ConversationManager
+    shell: Any
 
     def replay_runtime(self) -> ToolRuntime:
         """A runtime with the turn's tools whose approval was given by the replay's own card."""
@@ -49,6 +51,7 @@ class ReplayPlan:
     record: CellRecord
     steps: list[ToolCallRecord]
     received: bool
+    drift: tuple[str, ...] = ()  # what differs now from when the turn ran
 
     @property
     def codes(self) -> list[str]:
@@ -56,6 +59,8 @@ class ReplayPlan:
 
     def request(self) -> ApprovalRequest:
         notices = [RECEIVED_NOTICE] if self.received else []
+        if self.drift:
+            notices.append("changed since the turn ran: " + "; ".join(self.drift))
         if self.record.messages:
             notices.append(
                 f"{len(self.record.messages)} saved message(s) will become context for later agent "
@@ -70,9 +75,12 @@ def replay(host: ReplayHost, record: CellRecord, policy: Policy, cell: CellConte
     """Replay ``record`` in the kernel and take it into the shared conversation once approved."""
     from .display import line, show_answer
 
-    plan = ReplayPlan(record, record.replay_steps(), received=not record.is_own())
+    drift = tuple(drift_before(host.shell, record))
+    plan = ReplayPlan(record, record.replay_steps(), not record.is_own(), drift)
     line(f"replaying the saved turn: {len(plan.steps)} code step(s), no model call now "
          f"(the original turn: {usage_line(record)}); run with --fresh to ask the model again")  # fmt: skip
+    if drift:
+        line("changed since the turn ran: " + "; ".join(drift), "warn")
     host.manager.keep(record, store_for(cell))
     decision = _decide(plan, policy, cell)
     if isinstance(decision, Deny):
@@ -82,18 +90,40 @@ def replay(host: ReplayHost, record: CellRecord, policy: Policy, cell: CellConte
         if record.answer:
             show_answer(record.answer, replayed=False)
         return
-    _run_steps(host.replay_runtime(), plan)
+    differing = _run_steps(host.replay_runtime(), plan)
+    differing += changed_after(record.fingerprint, host.shell.user_ns)
     if not host.manager.adopt(record):
         line("the saved conversation cannot be sent to the model again; later agent cells will not "
              "see this turn", "warn")  # fmt: skip
+    stale = bool(drift or differing)
     if record.answer:
-        show_answer(record.answer)
-    line("replay complete", "ok")
+        if stale:
+            line("the saved answer below may be stale: it was written for the original run, and "
+                 "this replay differs from it", "warn")  # fmt: skip
+        show_answer(record.answer, **({"stale": True} if stale else {}))
+    line("replay complete" + (" (may be stale)" if stale else ""), "warn" if stale else "ok")
 
 
-def _run_steps(runtime: ToolRuntime, plan: ReplayPlan) -> None:
+def drift_before(shell: Any, record: CellRecord) -> list[str]:
+    """What differs before a replay: variables read, Python and libraries, edited input cells."""
+    from ..records.drift import differences
+    from .ledger import cell_ledger
+
+    found = differences(record.fingerprint, shell.user_ns)
+    if record.fingerprint is not None:
+        ledger = cell_ledger(shell).defined
+        for cell in record.fingerprint.cells:
+            now = [ledger[n] for n in cell.defines if n in ledger]
+            if any(c.cell_id == cell.cell_id and c.sha256 != cell.sha256 for c in now):
+                found.append(f"the cell that defines {', '.join(cell.defines[:3])} was edited")
+    return found
+
+
+def _run_steps(runtime: ToolRuntime, plan: ReplayPlan) -> list[str]:
+    """Run the steps in order; return how their outputs differ from the saved run."""
     from .display import line
 
+    differing: list[str] = []
     total = len(plan.steps)
     for index, step in enumerate(plan.steps, 1):
         if step.input_redacted:
@@ -109,6 +139,18 @@ def _run_steps(runtime: ToolRuntime, plan: ReplayPlan) -> None:
                 f"replay stopped at step {index} of {total}: {first}. The saved record is "
                 "unchanged; re-run the cell with --fresh to ask the model again"
             )
+        for change in _output_changes(step, outcome):
+            line(f"step {index}/{total}: {change}", "warn")
+            differing.append(f"step {index}: {change}")
+    return differing
+
+
+def _output_changes(step: ToolCallRecord, outcome: ToolOutcome) -> list[str]:
+    from ..records import image_placeholder
+    from ..records.drift import output_differences
+
+    images = [image_placeholder(b) for b in outcome.content if b.get("type") == "image"]
+    return output_differences(step, outcome.text, [i.sha256 for i in images if i is not None])
 
 
 def _decide(plan: ReplayPlan, policy: Policy, cell: CellContext) -> Decision:

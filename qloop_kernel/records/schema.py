@@ -91,6 +91,41 @@ class RefusalRecord(_Strict):
     explanation: str = ""
 
 
+class VariablePrint(_Strict):
+    """What a variable was: type, shape, dtypes and a content hash of a bounded sample."""
+
+    name: str
+    type: str
+    shape: str = ""
+    dtypes: str = ""
+    hash: str = ""  # empty when the value cannot be hashed cheaply
+
+
+class CellPrint(_Strict):
+    """A notebook cell the turn read (it defined a variable the turn used), as it was run."""
+
+    cell_id: str
+    sha256: str  # of the cell's source
+    defines: list[str] = Field(default_factory=list)
+
+
+class Fingerprint(_Strict):
+    """What the turn read and changed, and with which Python and libraries: drift is told from it."""
+
+    python: str = ""
+    libraries: dict[str, str] = Field(default_factory=dict)  # top-level module -> version
+    read: list[VariablePrint] = Field(default_factory=list)  # as the turn first read them
+    changed: list[VariablePrint] = Field(default_factory=list)  # as the turn left them
+    cells: list[CellPrint] = Field(default_factory=list)
+
+
+# Fields added after version 2 was first written: left out of the digest while they hold their
+# default, so that records written before them still verify. ``history`` is never digested: each
+# entry is a whole record that verifies on its own.
+_LATER_FIELDS = ("metadata_unseen", "fingerprint")
+_NEVER_DIGESTED = ("digest", "signature", "history")
+
+
 class CellRecord(_Strict):
     schema_version: Literal[1, 2] = SCHEMA_VERSION
     session_id: str
@@ -110,6 +145,10 @@ class CellRecord(_Strict):
     egress: list[EgressRecord] = Field(default_factory=list)
     refusal: RefusalRecord | None = None
     updated_at: str = ""
+    # The run could not see the cell's saved record (its client sent no cell metadata).
+    metadata_unseen: bool = False
+    fingerprint: Fingerprint | None = None
+    history: list[dict[str, Any]] = Field(default_factory=list)  # earlier records, newest first
     digest: str = ""
     signature: str = ""
 
@@ -134,8 +173,20 @@ class CellRecord(_Strict):
             and isinstance(call.input.get("code"), str)
         ]
 
+    @property
+    def code_steps(self) -> list[ToolCallRecord]:
+        return [call for call in self.tool_calls if call.name == "run_code"]
+
+    @property
+    def replayable(self) -> bool:
+        """Completed, and not a turn whose code steps were all denied or failed."""
+        return self.status == "completed" and (
+            not self.code_steps or bool(self.replay_steps())
+        )
+
     def _body(self) -> bytes:
-        exclude: Any = {"digest", "signature"}
+        exclude: Any = set(_NEVER_DIGESTED)
+        exclude |= {name for name in _LATER_FIELDS if not getattr(self, name)}
         if self.schema_version == 1:  # what version 1 digested: the fields it had
             exclude = {**dict.fromkeys(exclude | {"egress", "refusal"}, True),
                        "tool_calls": {"__all__": {"input_redacted"}}}  # fmt: skip

@@ -1,0 +1,49 @@
+"""``ReplayPreprocessor``: nbconvert's executor, replaying saved agent cells.
+
+    jupyter nbconvert --to notebook --execute \\
+        --Exporter.default_preprocessors=qloop_kernel.headless.ReplayPreprocessor NOTEBOOK
+
+nbconvert's ``ExecutePreprocessor`` sends no cell metadata, so the kernel cannot see a cell's saved
+record. This subclass sends each cell's metadata and id as ``qloop run`` does; ``--execute`` turns
+it on (its configuration is ``ExecutePreprocessor``'s, so ``--ExecutePreprocessor.timeout=...``
+applies). The trust rules are ``qloop run``'s: ``QLOOP_APPROVAL`` gives the policy (default
+``readonly``), and ``--ReplayPreprocessor.replay_received=True`` (or ``QLOOP_REPLAY_RECEIVED=1`` in
+the environment) replays records received from elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from nbconvert.preprocessors import ExecutePreprocessor
+from traitlets import Bool
+
+from .runner import SendsCellMetadata
+
+
+class ReplayPreprocessor(SendsCellMetadata, ExecutePreprocessor):  # type: ignore[misc]
+    """Executes the notebook like JupyterLab does for the kernel: saved agent cells replay."""
+
+    replay_received = Bool(
+        False,
+        help="Replay saved agent steps not written by your kernel (read them first: qloop show).",
+    ).tag(config=True)
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.send_cell_metadata()
+
+    def preprocess(self, nb: Any, resources: Any = None, km: Any = None) -> Any:
+        from ..notebook.replay import RECEIVED_OPT_IN
+
+        before = os.environ.get(RECEIVED_OPT_IN)
+        if self.replay_received:
+            os.environ[RECEIVED_OPT_IN] = "1"  # the kernel inherits it; a notebook cannot set it
+        try:
+            return super().preprocess(nb, resources, km)
+        finally:
+            if before is None:
+                os.environ.pop(RECEIVED_OPT_IN, None)
+            else:
+                os.environ[RECEIVED_OPT_IN] = before

@@ -1,0 +1,63 @@
+"""The papermill engine ``qloop``: ``papermill --engine qloop IN OUT`` replays saved agent cells.
+
+papermill's own engine runs cells through nbclient, which sends no cell metadata: the kernel cannot
+see a cell's saved record. This engine sends each cell's metadata and id as ``qloop run`` does, so
+saved agent cells replay with no model call, under the same trust rules: the approval policy from
+``QLOOP_APPROVAL`` (default ``readonly``), and records received from elsewhere only with
+``QLOOP_REPLAY_RECEIVED=1`` in the environment of the papermill command.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from papermill.clientwrap import PapermillNotebookClient
+from papermill.engines import NBClientEngine
+from papermill.utils import merge_kwargs, remove_args
+
+from .runner import SendsCellMetadata
+
+
+class ReplayingPapermillClient(SendsCellMetadata, PapermillNotebookClient):  # type: ignore[misc]
+    """papermill's notebook client, sending cell metadata and keeping records in metadata."""
+
+    def __init__(self, nb_man: Any, **kwargs: Any) -> None:
+        super().__init__(nb_man, **kwargs)
+        self.send_cell_metadata()
+
+
+class QloopEngine(NBClientEngine):  # type: ignore[misc]
+    """papermill's nbclient engine with the replaying client."""
+
+    @classmethod
+    def execute_managed_notebook(
+        cls,
+        nb_man: Any,
+        kernel_name: str,
+        log_output: bool = False,
+        stdout_file: Any = None,
+        stderr_file: Any = None,
+        start_timeout: float = 60,
+        execution_timeout: float | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        # The same arguments papermill's NBClientEngine passes to its client.
+        kwargs = remove_args(["input_path"], **kwargs)
+        safe_kwargs = remove_args(["timeout", "startup_timeout"], **kwargs)
+        final_kwargs = merge_kwargs(
+            safe_kwargs,
+            timeout=execution_timeout if execution_timeout else kwargs.get("timeout"),
+            startup_timeout=start_timeout,
+            kernel_name=kernel_name,
+            log=_logger(),
+            log_output=log_output,
+            stdout_file=stdout_file,
+            stderr_file=stderr_file,
+        )
+        return ReplayingPapermillClient(nb_man, **final_kwargs).execute()
+
+
+def _logger() -> Any:
+    from papermill.log import logger
+
+    return logger

@@ -1,0 +1,371 @@
+"""Stale and drift detection: fingerprints of what a turn read and changed, compared on replay.
+
+A fingerprint holds, for each variable a turn's code read (as it was first read) or changed (as the
+turn left it): its type, shape, dtypes and a content hash of a bounded, deterministic sample; the
+versions of Python and of the libraries the steps imported or the variables come from; and the
+notebook cells that defined the variables read. Every measure is bounded: big frames and arrays
+are hashed from at most ``HASH_ROWS`` evenly spaced rows, long strings from their first
+``HASH_BYTES``; lazy or distributed collections are never computed (type only).
+
+On replay ``differences`` says what changed before anything runs ("df: 600×5 → 800×5",
+"pandas 2.2.3 → 3.1.1"); after each step ``output_differences`` compares its text output and
+figures with the saved ones.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.metadata
+import platform
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from ..loop import TurnObserver
+from ..messages import ModelEvent, ModelResponse, ToolCall, ToolOutcome, Usage
+from .schema import CellPrint, Fingerprint, ToolCallRecord, VariablePrint
+
+HASH_ROWS = 10_000
+HASH_BYTES = 1_000_000
+MAX_VARIABLES = 40  # per list in a fingerprint
+MAX_SOURCE_CHARS = 200_000  # longer code is not analysed for names
+_SCALARS = (int, float, complex, bool, type(None))
+
+
+# -- what code reads, assigns and imports ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CodeNames:
+    read: frozenset[str] = frozenset()
+    assigned: frozenset[str] = frozenset()
+    imported: frozenset[str] = frozenset()  # top-level module names
+
+
+def _parse(code: str) -> ast.Module | None:
+    if len(code) > MAX_SOURCE_CHARS:
+        return None
+    try:
+        return ast.parse(code)
+    except SyntaxError:  # IPython syntax (magics, !shell): analyse the Python lines alone
+        lines = ["" if line.lstrip().startswith(("%", "!")) else line for line in code.splitlines()]
+        try:
+            return ast.parse("\n".join(lines))
+        except SyntaxError:
+            return None
+
+
+@lru_cache(maxsize=1024)  # the same cells are looked at again by each turn
+def code_names(code: str) -> CodeNames:
+    """The global names ``code`` reads before assigning them, assigns, and the modules it imports."""
+    tree = _parse(code)
+    if tree is None:
+        return CodeNames()
+    read: set[str] = set()
+    assigned: set[str] = set()
+    imported: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            target = read if isinstance(node.ctx, ast.Load) else assigned
+            target.add(node.id)
+        elif isinstance(node, ast.Import):
+            imported.update(a.name.partition(".")[0] for a in node.names)
+            assigned.update((a.asname or a.name).partition(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            imported.add(node.module.partition(".")[0])
+            assigned.update(a.asname or a.name for a in node.names)
+    # A name both assigned and read may have been read before it was set (``df = df.dropna()``).
+    return CodeNames(frozenset(read), frozenset(assigned), frozenset(imported))
+
+
+# -- one variable ------------------------------------------------------------------------------
+
+
+def _type_name(value: object) -> str:
+    cls = type(value)
+    module = cls.__module__.partition(".")[0]
+    return (
+        cls.__qualname__ if module in ("builtins", "__main__") else f"{module}.{cls.__qualname__}"
+    )
+
+
+def _shape(value: object) -> str:
+    from ..tools.summaries import shape_of
+
+    shape = shape_of(value)
+    if shape is not None:
+        return "×".join(str(dim) for dim in shape)
+    if isinstance(value, str | bytes | list | tuple | dict | set | frozenset):
+        return f"len {len(value)}"
+    return ""
+
+
+def _dtypes(value: object) -> str:
+    dtypes = getattr(type(value), "dtypes", None)
+    try:
+        if dtypes is not None and _type_name(value).startswith("pandas."):
+            return ", ".join(f"{k}:{v}" for k, v in value.dtypes.items())[:400]  # type: ignore[attr-defined]
+        dtype = getattr(value, "dtype", None) if hasattr(type(value), "dtype") else None
+        return str(dtype)[:100] if dtype is not None else ""
+    except Exception:
+        return ""
+
+
+def _digest(*parts: bytes) -> str:
+    hasher = hashlib.sha256()
+    for part in parts:
+        hasher.update(part)
+    return hasher.hexdigest()[:16]
+
+
+def _pandas_hash(value: Any) -> str:
+    import pandas as pd
+
+    step = max(1, len(value) // HASH_ROWS)
+    sample = value.iloc[::step]
+    hashed = pd.util.hash_pandas_object(sample, index=True)
+    columns = repr(list(value.columns)) if hasattr(value, "columns") else str(value.name)
+    return _digest(hashed.to_numpy().tobytes(), columns.encode(), str(len(value)).encode())
+
+
+def _numpy_hash(value: Any) -> str:
+    if value.dtype.hasobject:
+        return ""
+    flat = value.reshape(-1)
+    step = max(1, flat.size // (HASH_ROWS * 8))
+    return _digest(flat[::step].tobytes(), str(value.shape).encode(), str(value.dtype).encode())
+
+
+def content_hash(value: object) -> str:
+    """A short hash of ``value``'s content from a bounded sample; "" when that is not cheap."""
+    from ..tools.summaries.common import is_lazy_like
+
+    try:
+        if isinstance(value, _SCALARS):
+            return _digest(repr(value).encode())
+        if isinstance(value, str):
+            return _digest(value[:HASH_BYTES].encode("utf-8", "replace"), str(len(value)).encode())
+        if isinstance(value, bytes):
+            return _digest(value[:HASH_BYTES], str(len(value)).encode())
+        if is_lazy_like(value):
+            return ""
+        name = _type_name(value)
+        if name in ("pandas.DataFrame", "pandas.Series"):
+            return _pandas_hash(value)
+        if name == "numpy.ndarray":
+            return _numpy_hash(value)
+        if isinstance(value, list | tuple | dict | set | frozenset) and len(value) <= 1_000:
+            from ..tools.summaries import bounded_repr
+
+            return _digest(bounded_repr(value, limit=20_000).encode("utf-8", "replace"))
+    except Exception:  # a value that cannot be hashed is described by type and shape alone
+        return ""
+    return ""
+
+
+def variable_print(name: str, value: object) -> VariablePrint:
+    return VariablePrint(
+        name=name,
+        type=_type_name(value),
+        shape=_shape(value),
+        dtypes=_dtypes(value),
+        hash=content_hash(value),
+    )
+
+
+def _is_data(value: object) -> bool:
+    """Variables worth a fingerprint: data, not modules, functions or classes."""
+    import types
+
+    return not isinstance(
+        value, types.ModuleType | types.FunctionType | types.BuiltinFunctionType | type
+    )
+
+
+# -- versions --------------------------------------------------------------------------------
+
+
+def python_version() -> str:
+    return platform.python_version()
+
+
+def library_version(module: str) -> str:
+    """The version of an importable top-level module (loaded or installed), or ""."""
+    loaded = sys.modules.get(module)
+    version = getattr(loaded, "__version__", None) if loaded is not None else None
+    if isinstance(version, str):
+        return version
+    try:
+        return importlib.metadata.version(module)
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return ""
+
+
+def library_versions(modules: Iterable[str]) -> dict[str, str]:
+    skip = set(sys.stdlib_module_names) | {"builtins", "__main__", ""}
+    found = {m: library_version(m) for m in sorted(set(modules) - skip)}
+    return {m: v for m, v in found.items() if v}
+
+
+# -- a turn's fingerprint, built as its steps run -----------------------------------------------
+
+
+@dataclass
+class TurnPrints:
+    """Collects a turn's fingerprint: call ``before_step`` with each step's code, then ``build``."""
+
+    namespace: Mapping[str, Any]
+    cells: Mapping[str, CellPrint] = field(default_factory=dict)  # variable -> defining cell
+    read: dict[str, VariablePrint] = field(default_factory=dict)
+    assigned: set[str] = field(default_factory=set)
+    modules: set[str] = field(default_factory=set)
+
+    def before_step(self, code: str) -> None:
+        """Fingerprint the variables ``code`` reads that this turn has not read or set yet."""
+        names = code_names(code)
+        for name in sorted(names.read - self.assigned - set(self.read)):
+            if len(self.read) >= MAX_VARIABLES or name not in self.namespace:
+                continue
+            value = self.namespace[name]
+            if _is_data(value) and not name.startswith("_"):
+                self.read[name] = variable_print(name, value)
+                self.modules.add(type(value).__module__.partition(".")[0])
+        self.assigned |= names.assigned
+        self.modules |= names.imported
+
+    def inspected(self, name: str) -> None:
+        """A variable the model looked at (inspect_variable) counts as read."""
+        self.before_step(name.partition(".")[0])
+
+    def build(self, final: bool) -> Fingerprint:
+        changed: list[VariablePrint] = []
+        if final:
+            for name in sorted(self.assigned)[:MAX_VARIABLES]:
+                value = self.namespace.get(name)
+                if name in self.namespace and _is_data(value) and not name.startswith("_"):
+                    changed.append(variable_print(name, value))
+        cells = {id(c): c for n in self.read if (c := self.cells.get(n)) is not None}
+        return Fingerprint(
+            python=python_version(),
+            libraries=library_versions(self.modules),
+            read=list(self.read.values()),
+            changed=changed,
+            cells=list(cells.values()),
+        )
+
+
+class FingerprintingObserver(TurnObserver):
+    """Passes every event on to ``inner`` and fingerprints what each tool call is about to read."""
+
+    def __init__(self, inner: TurnObserver, prints: TurnPrints) -> None:
+        self.inner = inner
+        self.prints = prints
+
+    def on_event(self, event: ModelEvent) -> None:
+        self.inner.on_event(event)
+
+    def on_response(self, response: ModelResponse, usage: Usage, cost_usd: float | None) -> None:
+        self.inner.on_response(response, usage, cost_usd)
+
+    def on_tool_start(self, call: ToolCall) -> None:
+        code, name = call.input.get("code"), call.input.get("name")
+        if call.name == "run_code" and isinstance(code, str):
+            self.prints.before_step(code)
+        elif call.name == "inspect_variable" and isinstance(name, str):
+            self.prints.inspected(name)
+        self.inner.on_tool_start(call)
+
+    def on_tool_end(self, outcome: ToolOutcome) -> None:
+        self.inner.on_tool_end(outcome)
+
+
+class CellLedger:
+    """Which notebook cell last assigned each variable: its id and the hash of its source as run."""
+
+    def __init__(self) -> None:
+        self.defined: dict[str, CellPrint] = {}
+
+    def ran(self, cell_id: str | None, source: str) -> None:
+        if not cell_id or source.lstrip().startswith("%%agent"):
+            return
+        names = sorted(code_names(source).assigned)
+        if not names:
+            return
+        digest = hashlib.sha256(source.encode("utf-8")).hexdigest()
+        cell = CellPrint(cell_id=cell_id, sha256=digest, defines=names[:MAX_VARIABLES])
+        self.defined.update(dict.fromkeys(names, cell))
+
+
+# -- comparing -----------------------------------------------------------------------------------
+
+
+def _variable_change(saved: VariablePrint, now: VariablePrint) -> str | None:
+    name = saved.name
+    if saved.type != now.type:
+        return f"{name}: {saved.type} → {now.type}"
+    if saved.shape != now.shape:
+        return f"{name}: {saved.shape or '?'} → {now.shape or '?'}"
+    if saved.dtypes != now.dtypes:
+        return f"{name}: dtypes {saved.dtypes} → {now.dtypes}"
+    if saved.hash and now.hash and saved.hash != now.hash:
+        return f"{name}: same shape, different values"
+    return None
+
+
+def differences(saved: Fingerprint | None, namespace: Mapping[str, Any]) -> list[str]:
+    """What differs now from when the turn ran: read variables, Python, libraries."""
+    if saved is None:
+        return []
+    found: list[str] = []
+    for print_ in saved.read:
+        if print_.name not in namespace:
+            found.append(f"{print_.name}: not defined now")
+            continue
+        change = _variable_change(print_, variable_print(print_.name, namespace[print_.name]))
+        if change:
+            found.append(change)
+    if saved.python and saved.python != python_version():
+        found.append(f"Python {saved.python} → {python_version()}")
+    for module, version in saved.libraries.items():
+        now = library_version(module)
+        if now != version:
+            found.append(f"{module} {version} → {now or 'not installed'}")
+    return found
+
+
+def changed_after(saved: Fingerprint | None, namespace: Mapping[str, Any]) -> list[str]:
+    """How the variables a replay set differ from what the original turn left."""
+    if saved is None:
+        return []
+    found = []
+    for print_ in saved.changed:
+        if print_.name in namespace:
+            change = _variable_change(print_, variable_print(print_.name, namespace[print_.name]))
+            if change:
+                found.append(change)
+    return found
+
+
+def _normalised(text: str) -> str:
+    return "\n".join(line.rstrip() for line in text.strip().splitlines())
+
+
+def output_differences(step: ToolCallRecord, text: str, image_hashes: list[str]) -> list[str]:
+    """How a replayed step's output differs from the saved one (text and figures)."""
+    from ..redact import redact_text
+    from ..text import truncate
+    from .build import OUTPUT_SUMMARY_CHARS
+
+    found = []
+    now = redact_text(truncate(text, OUTPUT_SUMMARY_CHARS))
+    if _normalised(now) != _normalised(step.output_summary):
+        found.append("its text output differs from the saved run")
+    saved = [image.sha256 for image in step.images]
+    if len(saved) != len(image_hashes):
+        found.append(f"{len(saved)} figure(s) saved, {len(image_hashes)} now")
+    elif saved != image_hashes:
+        found.append("its figure(s) differ from the saved run")
+    return found
