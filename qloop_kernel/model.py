@@ -87,6 +87,16 @@ class AnthropicModel:
             _strict_response_validation=strict,
         )
 
+    def close(self) -> None:
+        """Close the SDK client's connections (idempotent)."""
+        self._client.close()
+
+    def __enter__(self) -> AnthropicModel:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     def complete(
         self, request: ModelRequest, on_event: Callable[[ModelEvent], None], cancel: CancelToken
     ) -> ModelResponse:

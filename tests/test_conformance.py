@@ -60,12 +60,23 @@ def get_weather(location: str, unit: str = "celsius") -> str:
     return f"18 degrees {unit} in {location}"
 
 
+OPEN: list[AnthropicModel] = []  # clients a test made; closed when it ends
+
+
 @pytest.fixture
 def api(monkeypatch):
     with StandInAPI() as server:
         for name, value in server.environment().items():
             monkeypatch.setenv(name, value)
         yield server
+        while OPEN:
+            OPEN.pop().close()
+
+
+def client(model: str = MODEL) -> AnthropicModel:
+    made = AnthropicModel(model, retry=FAST)
+    OPEN.append(made)
+    return made
 
 
 @dataclass
@@ -91,7 +102,7 @@ def run(api: StandInAPI, *script: ScriptItem, messages: list[dict[str, Any]] = U
     api.set_script(script)
     recorder = Recorder()
     tools = ToolRuntime.of([Tool.from_function(get_weather)], AutoApprover())
-    result = QueryLoop(AnthropicModel(MODEL, retry=FAST), tools, system="Be brief.",
+    result = QueryLoop(client(), tools, system="Be brief.",
                        observer=recorder).run(messages)  # fmt: skip
     return Turn(result, api, recorder.events)
 
@@ -311,9 +322,7 @@ def test_scripted_model_emits_the_event_types_of_the_anthropic_client(api: Stand
     api.set_script([Reply(blocks)])
     request = ModelRequest(USER, [], "s", 256)
     real: list[Any] = []
-    response = AnthropicModel("claude-sonnet-4-6", retry=FAST).complete(
-        request, real.append, CancelToken()
-    )
+    response = client("claude-sonnet-4-6").complete(request, real.append, CancelToken())
     scripted: list[Any] = []
     ScriptedModel([respond(*response.content)]).complete(request, scripted.append, CancelToken())
 

@@ -62,16 +62,23 @@ USER = [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
 LEGACY = "claude-sonnet-4-6"  # no thinking unless asked
 
 
+OPEN: list[AnthropicModel] = []  # clients a test made; closed when it ends
+
+
 @pytest.fixture
 def api(monkeypatch):
     with StandInAPI(api_key="test-key") as server:
         for name, value in server.environment().items():
             monkeypatch.setenv(name, value)
         yield server
+        while OPEN:
+            OPEN.pop().close()
 
 
 def client(retry: RetryPolicy = FAST, model: str = LEGACY, strict: bool = True) -> AnthropicModel:
-    return AnthropicModel(model, retry=retry, strict=strict)
+    made = AnthropicModel(model, retry=retry, strict=strict)
+    OPEN.append(made)
+    return made
 
 
 def request(deadline: float | None = None) -> ModelRequest:
@@ -178,7 +185,7 @@ def test_a_field_this_version_does_not_know_is_kept(api: StandInAPI) -> None:
                *text_block_events("Hi")[1:], *END)  # fmt: skip
     api.set_script([RawReply(body)])
 
-    response = AnthropicModel(LEGACY, retry=FAST).complete(request(), lambda e: None, CancelToken())
+    response = client(strict=False).complete(request(), lambda e: None, CancelToken())
 
     assert response.content == [{"type": "text", "text": "Hi", "provenance": {"source": "x"}}]
 
