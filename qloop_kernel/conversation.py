@@ -7,7 +7,10 @@ calls the model itself, it hands each turn to a QueryLoop.
 
 from __future__ import annotations
 
+import math
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -24,7 +27,7 @@ from .messages import (
     Usage,
     now_iso,
 )
-from .records import CellRecord, TurnProgress, build_record
+from .records import CellRecord, RecordBuilder, TurnProgress
 from .redact import redact, redact_text
 from .settings import Settings
 from .tools.runtime import ToolRuntime
@@ -103,7 +106,8 @@ class RecordStore(Protocol):
     """Where records go: the notebook (comm + output mirror) in a kernel, a list in tests."""
 
     def save(self, record: CellRecord) -> None:
-        """Seal (stamp, digest, sign) and write a record of this kernel's turn."""
+        """Write a record of this kernel's turn: a finished one sealed (stamped, digested, signed),
+        a running one (status ``running``, saved as the turn grows) stamped and digested only."""
 
     def keep(self, record: CellRecord) -> None:
         """Write a saved record unchanged (a replay shows it again; digest and signature kept)."""
@@ -118,30 +122,58 @@ class SessionTotals:
     cost_known: bool = True
 
 
-class _SavingObserver(TurnObserver):
-    """Forwards to the display observer and saves the running record as the turn grows."""
+SAVE_EVERY_S = 3.0  # a running turn's record is saved at most this often, and once at the end
 
-    def __init__(self, inner: TurnObserver, save_running: Any) -> None:
+
+class _SavingObserver(TurnObserver):
+    """Forwards to the display observer, builds the record as the turn grows and saves it, throttled.
+
+    Each answered tool call is added to the record once. The running record is saved when the turn
+    starts and then at most every ``every_s`` seconds, only when something changed; a crash loses
+    at most that much. The finished record is saved by the manager.
+    """
+
+    def __init__(
+        self,
+        inner: TurnObserver,
+        builder: RecordBuilder,
+        save: Callable[[CellRecord], None],
+        *,
+        every_s: float,
+        clock: Callable[[], float],
+    ) -> None:
         self.inner = inner
-        self.save_running = save_running
-        self.outcomes: list[ToolOutcome] = []
+        self.builder = builder
+        self.save = save
+        self.every_s = every_s
+        self.clock = clock
         self.progress = TurnProgress()
+        self._saved_at = -math.inf
+        self._changed = True
+
+    def save_running(self, *, force: bool = False) -> None:
+        now = self.clock()
+        if self._changed and (force or now - self._saved_at >= self.every_s):
+            self.save(self.builder.running(self.progress))
+            self._saved_at, self._changed = now, False
 
     def on_event(self, event: ModelEvent) -> None:
         self.inner.on_event(event)
 
     def on_response(self, response: ModelResponse, usage: Usage, cost_usd: float | None) -> None:
         self.progress = TurnProgress(usage, cost_usd, self.progress.model_calls + 1)
+        self._changed = True
         self.inner.on_response(response, usage, cost_usd)
-        self.save_running(self)
+        self.save_running()
 
     def on_tool_start(self, call: ToolCall) -> None:
         self.inner.on_tool_start(call)
 
     def on_tool_end(self, outcome: ToolOutcome) -> None:
-        self.outcomes.append(outcome)
+        self.builder.add(outcome)
+        self._changed = True
         self.inner.on_tool_end(outcome)
-        self.save_running(self)
+        self.save_running()
 
 
 class ConversationManager:
@@ -153,10 +185,14 @@ class ConversationManager:
         settings: Settings | None = None,
         context_policy: ContextPolicy | None = None,
         system_prompt: str = SYSTEM_PROMPT,
+        save_every_s: float = SAVE_EVERY_S,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings or Settings()
         self.context_policy = context_policy or ContextPolicy()
         self.system_prompt = system_prompt
+        self.save_every_s = save_every_s  # how often a running turn's record is saved
+        self.clock = clock
         self.always_allowed: set[str] = set()
         self.reset()
 
@@ -181,25 +217,17 @@ class ConversationManager:
     ) -> tuple[TurnResult, CellRecord]:
         """Run one turn of the shared conversation and save its record to ``store``."""
         price = settings.resolved_price(model.model)
-        started_at = now_iso()
         history = self.context_policy.apply(self.messages)
         user: Message = {"role": "user", "content": [{"type": "text", "text": redact_text(prompt)}]}
-
-        def record_of(
-            result: TurnResult | None, outcomes: list[ToolOutcome], progress: TurnProgress
-        ) -> CellRecord:
-            turn_messages = result.messages[len(history) :] if result else [user]
-            return build_record(
-                session_id=self.session_id, cell_id=cell_id, prompt=prompt, model=model.model,
-                settings=settings.model_dump(mode="json"), started_at=started_at, result=result,
-                turn_messages=turn_messages, outcomes=outcomes, progress=progress,
-            )  # fmt: skip
-
-        def save_running(observer: _SavingObserver) -> None:
-            self._save(record_of(None, observer.outcomes, observer.progress), store)
-
-        saving = _SavingObserver(observer or TurnObserver(), save_running)
-        self._save(record_of(None, [], TurnProgress()), store)
+        builder = RecordBuilder(
+            session_id=self.session_id, cell_id=cell_id, prompt=prompt, model=model.model,
+            settings=settings.model_dump(mode="json"), started_at=now_iso(), opening=[user],
+        )  # fmt: skip
+        saving = _SavingObserver(
+            observer or TurnObserver(), builder, lambda r: self._save(r, store),
+            every_s=self.save_every_s, clock=self.clock,
+        )  # fmt: skip
+        saving.save_running(force=True)
         loop = QueryLoop(
             model, runtime, system=self.system_prompt, limits=settings.limits(), price=price,
             observer=saving, cancel=cancel,
@@ -207,7 +235,7 @@ class ConversationManager:
         result = loop.run([*history, user])
         self.messages.extend(result.messages[len(history) :])
         self._account(result)
-        record = record_of(result, result.outcomes, saving.progress)
+        record = builder.finished(result, result.messages[len(history) :])
         self._save(record, store)
         return result, record
 

@@ -45,7 +45,7 @@ def make_runtime():
 
 def test_turns_share_one_conversation_and_records_are_saved_as_they_grow():
     store = ListStore()
-    manager = ConversationManager()
+    manager = ConversationManager(save_every_s=0)  # every change saved (the default throttles)
     model = ScriptedModel(
         [respond(tool_use("run_code", {"code": "df = 1"})), respond(text("made df")),
          respond(text("df is 1"))]

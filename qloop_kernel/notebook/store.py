@@ -3,6 +3,10 @@
 The kernel never writes the .ipynb. The labextension sets ``cell.metadata.qloop`` from the comm; the
 mirror (a display_data with the record as JSON, updated in place) keeps the record in headless runs and in
 frontends without the extension.
+
+A running turn's record is sent one way only (the comm when a frontend holds the cell, else the mirror)
+and unsigned; the finished record, sealed, goes both ways once. So a cell's traffic stays about twice
+its final record, however long the turn.
 """
 
 from __future__ import annotations
@@ -13,11 +17,15 @@ from typing import Any
 
 from IPython.display import display
 
-from ..records import MIME_TYPE, CellRecord
+from ..records import MIME_TYPE, CellRecord, unsigned_json
 from ..records.text import to_markdown
+from ..text import truncate
 
 log = logging.getLogger("qloop.store")
 COMM_TARGET = "qloop"
+TEXT_FALLBACK_CHARS = (
+    20_000  # the mirror's plain-text transcript, for frontends without the extension
+)
 
 
 class _Bridge:
@@ -67,20 +75,39 @@ class NotebookStore:
         self._handle: Any = None
 
     def save(self, record: CellRecord) -> None:
-        self.publish(record.to_json(), record)
+        if record.status == "running":
+            self._save_running(record)
+        else:
+            self.publish(record.to_json(), record)
 
     def keep(self, record: CellRecord) -> None:
         self.publish(record.model_dump(mode="json"), record)
 
     def publish(self, data: dict[str, Any], record: CellRecord) -> None:
         """Show ``data`` (an already sealed record) in the mirror and send it to the frontend."""
+        self._show(data, record)
+        self._send(data)
+
+    def _save_running(self, record: CellRecord) -> None:
+        data = unsigned_json(record)
+        if self._handle is None:  # the turn starts: the mirror's place in the cell, and metadata
+            self.publish(data, record)
+        elif self.cell_id and self.to_frontend:
+            self._send(data)
+        else:
+            self._show(data, record)
+
+    def _show(self, data: dict[str, Any], record: CellRecord) -> None:
         # No text/markdown fallback: a frontend without the extension would render record text (the
         # model's answer, code) as trusted Markdown. Plain text is safe everywhere.
-        bundle = {MIME_TYPE: data, "text/plain": to_markdown(record)}
+        text = truncate(to_markdown(record), TEXT_FALLBACK_CHARS)
+        bundle = {MIME_TYPE: data, "text/plain": text}
         if self._handle is None:
             self._handle = display(bundle, raw=True, metadata=self.metadata, display_id=True)
         else:
             self._handle.update(bundle, raw=True, metadata=self.metadata)
+
+    def _send(self, data: dict[str, Any]) -> None:
         if self.cell_id and self.to_frontend:
             _bridge.send(
                 {"op": "set_metadata", "cell_id": self.cell_id, "key": "qloop", "value": data}

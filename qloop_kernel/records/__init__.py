@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ..errors import RecordError
 from .build import (
+    RecordBuilder,
     TurnProgress,
     bounded,
     build_record,
@@ -14,6 +15,7 @@ from .build import (
     saved_messages,
     strip_images,
     tool_call_record,
+    unsigned_json,
 )
 from .schema import (
     MAX_RECORD_BYTES,
@@ -39,6 +41,7 @@ __all__ = [
     "DecisionRecord",
     "EgressRecord",
     "ImagePlaceholder",
+    "RecordBuilder",
     "RecordError",
     "Timings",
     "ToolCallRecord",
@@ -51,4 +54,5 @@ __all__ = [
     "saved_messages",
     "strip_images",
     "tool_call_record",
+    "unsigned_json",
 ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import operator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,6 +94,97 @@ class TurnProgress:
     model_calls: int = 0
 
 
+class RecordBuilder:
+    """The record of one turn, built as the turn runs: each tool call once, when its outcome arrives.
+
+    A running record holds the prompt, the tool calls so far and what was spent; the finished one adds
+    the conversation, the answer and the timings. Everything in either is redacted, images stripped.
+    """
+
+    def __init__(
+        self,
+        *,
+        session_id: str,
+        cell_id: str | None,
+        prompt: str,
+        model: str,
+        settings: dict[str, Any],
+        started_at: str,
+        opening: list[dict[str, Any]] | None = None,
+    ) -> None:
+        self._fields: dict[str, Any] = {
+            "session_id": session_id,
+            "cell_id": cell_id,
+            "prompt": redact(prompt),
+            "model": model,
+            "settings": redact(settings),
+        }
+        self.started_at = started_at
+        self._opening = saved_messages(opening or [])  # what a running record shows of the talk
+        self._outcomes: list[ToolOutcome] = []
+        self.tool_calls: list[ToolCallRecord] = []
+        self.egress: list[EgressRecord] = [
+            EgressRecord(kind="prompt", name="prompt", chars=len(prompt))
+        ]
+
+    def add(self, outcome: ToolOutcome) -> None:
+        """Record one answered tool call (its record is built now, and only now)."""
+        self._outcomes.append(outcome)
+        self.tool_calls.append(tool_call_record(outcome))
+        sent = egress_of(outcome)
+        if sent is not None:
+            self.egress.append(sent)
+
+    @property
+    def calls(self) -> int:
+        return len(self._outcomes)
+
+    def running(self, progress: TurnProgress | None = None) -> CellRecord:
+        """The record of the turn so far (status ``running``)."""
+        return bounded(self._record("running", self._opening, progress or TurnProgress()))
+
+    def finished(self, result: TurnResult, turn_messages: list[dict[str, Any]]) -> CellRecord:
+        """The record of the finished turn: its conversation, answer, totals and timings."""
+        self._catch_up(result.outcomes)
+        spent = TurnProgress(result.usage, result.cost_usd, result.model_calls)
+        record = self._record(result.status, saved_messages(turn_messages), spent)
+        record.answer = redact(result.final_text)
+        if result.stop.status == "error":
+            record.error = redact(_error(result))
+        record.timings = Timings(
+            started_at=self.started_at,
+            ended_at=now_iso(),
+            elapsed_s=round(result.elapsed_s, 3),
+            approval_wait_s=round(result.approval_wait_s, 3),
+        )
+        return bounded(record)
+
+    def _catch_up(self, outcomes: list[ToolOutcome]) -> None:
+        """Add the outcomes the turn recorded without announcing them (calls left open at a stop)."""
+        known = len(self._outcomes)
+        same = len(outcomes) >= known and all(map(operator.is_, outcomes, self._outcomes))
+        if not same:  # not the outcomes announced so far: build them all again
+            self._outcomes, self.tool_calls, self.egress = [], [], self.egress[:1]
+            known = 0
+        for outcome in outcomes[known:]:
+            self.add(outcome)
+
+    def _record(
+        self, status: Any, messages: list[dict[str, Any]], spent: TurnProgress
+    ) -> CellRecord:
+        return CellRecord(
+            **self._fields,
+            status=status,
+            messages=messages,
+            tool_calls=list(self.tool_calls),
+            egress=list(self.egress),
+            timings=Timings(started_at=self.started_at),
+            usage=usage_record(spent.usage),
+            cost_usd=None if spent.cost_usd is None else round(spent.cost_usd, 6),
+            model_calls=spent.model_calls,
+        )
+
+
 def build_record(
     *,
     session_id: str,
@@ -106,35 +198,26 @@ def build_record(
     outcomes: list[ToolOutcome],
     progress: TurnProgress | None = None,
 ) -> CellRecord:
-    """The record of a turn, running (``result`` None) or finished. Redacted, images stripped."""
-    record = CellRecord(
-        session_id=session_id,
-        cell_id=cell_id,
-        prompt=redact(prompt),
-        model=model,
-        settings=redact(settings),
-        status="running" if result is None else result.status,
-        error=None if result is None or result.stop.status != "error" else redact(_error(result)),
-        answer=redact(result.final_text) if result else "",
-        messages=saved_messages(turn_messages),
-        tool_calls=[tool_call_record(o) for o in outcomes],
-        egress=egress(prompt, outcomes),
-        timings=Timings(started_at=started_at),
-    )
-    spent = progress or TurnProgress()
-    if result is not None:
-        spent = TurnProgress(result.usage, result.cost_usd, result.model_calls)
-    record.usage = usage_record(spent.usage)
-    record.cost_usd = None if spent.cost_usd is None else round(spent.cost_usd, 6)
-    record.model_calls = spent.model_calls
-    if result is not None:
-        record.timings = Timings(
-            started_at=started_at,
-            ended_at=now_iso(),
-            elapsed_s=round(result.elapsed_s, 3),
-            approval_wait_s=round(result.approval_wait_s, 3),
-        )
-    return bounded(record)
+    """The record of a turn, running (``result`` None) or finished, built in one go."""
+    builder = RecordBuilder(
+        session_id=session_id, cell_id=cell_id, prompt=prompt, model=model, settings=settings,
+        started_at=started_at, opening=turn_messages if result is None else None,
+    )  # fmt: skip
+    for outcome in outcomes:
+        builder.add(outcome)
+    if result is None:
+        return builder.running(progress)
+    return builder.finished(result, turn_messages)
+
+
+def unsigned_json(record: CellRecord) -> dict[str, Any]:
+    """A running record as sent while the turn runs: stamped and digested, so it loads, but unsigned.
+
+    Signing is for the finished record: a running one is never replayed, and is replaced at the end.
+    """
+    stamped = record.model_copy(update={"updated_at": now_iso(), "digest": "", "signature": ""})
+    digested = stamped.model_copy(update={"digest": stamped.computed_digest()})
+    return digested.model_dump(mode="json")
 
 
 def _error(result: TurnResult) -> str:
@@ -177,15 +260,18 @@ _EGRESS_KIND = {
 def egress(prompt: str, outcomes: list[ToolOutcome]) -> list[EgressRecord]:
     """What left the kernel for the model: the prompt and each tool result that was sent."""
     sent = [EgressRecord(kind="prompt", name="prompt", chars=len(prompt))]
-    for outcome in outcomes:
-        if outcome.decision == "denied":
-            continue
-        kind = _EGRESS_KIND.get(outcome.call.name, "tool")
-        name = outcome.call.name
-        if kind == "variable":
-            name = str(outcome.input_as_run.get("name", ""))[:200]
-        sent.append(EgressRecord(kind=kind, name=name, chars=len(outcome.text)))  # type: ignore[arg-type]
-    return sent
+    return sent + [e for e in map(egress_of, outcomes) if e is not None]
+
+
+def egress_of(outcome: ToolOutcome) -> EgressRecord | None:
+    """What one tool call sent to the model (None: it was denied, nothing of the kernel was sent)."""
+    if outcome.decision == "denied":
+        return None
+    kind = _EGRESS_KIND.get(outcome.call.name, "tool")
+    name = outcome.call.name
+    if kind == "variable":
+        name = str(outcome.input_as_run.get("name", ""))[:200]
+    return EgressRecord(kind=kind, name=name, chars=len(outcome.text))  # type: ignore[arg-type]
 
 
 # Long texts are cut in this order until the record fits; code steps are never cut (replay runs them).
@@ -245,4 +331,6 @@ def _cut_block(block: Any, chars: int) -> Any:
 
 
 def _cut_call(call: ToolCallRecord, chars: int) -> ToolCallRecord:
-    return call.model_copy(update={"output_summary": truncate(call.output_summary, min(chars, 2000))})
+    return call.model_copy(
+        update={"output_summary": truncate(call.output_summary, min(chars, 2000))}
+    )
