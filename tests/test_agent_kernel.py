@@ -193,14 +193,14 @@ def test_headless_never_blocks_and_denies_risky_calls(api: StandInAPI) -> None:
     api.reset([Reply([tool_use("run_code", {"code": "h = 1"})]), Reply([text("could not")])])
     with LabKernel(api.environment(), headless=True) as lab:
         lab.run("%load_ext qloop_kernel")
-        agent = lab.execute("%%agent\nSet h.")
+        agent = lab.execute("%%agent --fresh\nSet h.")  # a new run: no saved record is sought
         assert lab.complete(agent, 60)["content"]["status"] == "ok"
         assert lab.run("print('h' in dir())").strip() == "False"
         sent = tool_results(api.requests[1])[0]
         assert sent["is_error"] and "--approve auto" in result_text(sent)
         assert "QLOOP_APPROVAL" in lab.text(agent)
         api.reset([Reply([tool_use("run_code", {"code": "h = 2"})]), Reply([text("set")])])
-        lab.run("%%agent --approve auto\nSet h.")
+        lab.run("%%agent --fresh --approve auto\nSet h.")
         assert lab.run("print(h)").strip() == "2"
 
 
