@@ -5,11 +5,16 @@
  * record only as an output; outputs are not sent back to the kernel on a
  * re-run and "Clear outputs" erases them, so the record is copied into the
  * cell metadata when the cell enters the notebook model.
+ *
+ * A mirror never silently replaces an approved record: one that disagrees
+ * with the metadata (a run that could not see the saved record, say) goes into
+ * the record's history, and the user can restore it (see `history.ts`).
  */
 import { ICellModel, ICodeCellModel } from '@jupyterlab/cells';
 import { INotebookModel } from '@jupyterlab/notebook';
 import { JSONObject } from '@lumino/coreutils';
 
+import { merged } from './history';
 import { METADATA_KEY, TRANSCRIPT_MIME, isJSONObject, isNewer } from './record';
 
 /** The newest transcript record among a code cell's outputs, or null. */
@@ -28,19 +33,19 @@ export function mirrorRecord(cell: ICellModel): JSONObject | null {
   return newest;
 }
 
-/** Whether the mirror should replace what the metadata holds: newest wins. */
-export function mirrorWins(mirror: JSONObject, saved: unknown): boolean {
-  return !isJSONObject(saved) || isNewer(mirror, saved);
-}
-
-/** Copy a cell's mirror record into its metadata when the mirror is newer. */
+/** Bring a cell's metadata up to date with its mirror, losing no record. */
 export function syncCell(cell: ICellModel): void {
   if (cell.isDisposed) {
     return;
   }
   const mirror = mirrorRecord(cell);
-  if (mirror !== null && mirrorWins(mirror, cell.getMetadata(METADATA_KEY))) {
-    cell.setMetadata(METADATA_KEY, mirror);
+  const saved = cell.getMetadata(METADATA_KEY);
+  if (mirror === null) {
+    return;
+  }
+  const kept = merged(saved, mirror);
+  if (kept !== saved) {
+    cell.setMetadata(METADATA_KEY, kept);
   }
 }
 

@@ -1,17 +1,12 @@
 /**
- * The output mirror moves into `metadata.qloop` when the mirror is newer,
+ * The output mirror moves into `metadata.qloop` without ever losing a record,
  * with JupyterLab's own cell and notebook models.
  */
 import { CodeCellModel, MarkdownCellModel } from '@jupyterlab/cells';
 import { NotebookModel } from '@jupyterlab/notebook';
 import { JSONObject } from '@lumino/coreutils';
 
-import {
-  mirrorRecord,
-  mirrorWins,
-  syncCell,
-  trackMirrors
-} from '../src/mirror';
+import { mirrorRecord, syncCell, trackMirrors } from '../src/mirror';
 import { TRANSCRIPT_MIME } from '../src/record';
 
 function record(updatedAt: string, prompt = 'p'): JSONObject {
@@ -78,31 +73,33 @@ describe('mirrorRecord', () => {
   });
 });
 
-describe('mirrorWins', () => {
-  it('replaces missing, malformed and older metadata only', () => {
-    expect(mirrorWins(OLD, undefined)).toBe(true);
-    expect(mirrorWins(OLD, 'garbage')).toBe(true);
-    expect(mirrorWins(NEW, OLD)).toBe(true);
-    expect(mirrorWins(OLD, NEW)).toBe(false);
-    expect(mirrorWins(NEW, NEW)).toBe(false);
-  });
-
-  it('never lets an undated mirror replace a record', () => {
-    expect(mirrorWins({ schema_version: 1 }, OLD)).toBe(false);
-  });
-});
-
 describe('syncCell', () => {
-  it('copies a newer mirror into the metadata', () => {
-    const cell = codeCell([NEW], OLD);
+  it('copies a mirror into empty metadata', () => {
+    const cell = codeCell([NEW]);
     syncCell(cell);
     expect(cell.getMetadata('qloop')).toEqual(NEW);
   });
 
-  it('keeps newer metadata', () => {
-    const cell = codeCell([OLD], NEW);
+  it('takes a mirror written knowing the saved record (a successor)', () => {
+    const saved = { ...OLD, digest: 'sha256:old' };
+    const successor = { ...NEW, digest: 'sha256:new', history: [saved] };
+    const cell = codeCell([successor], saved);
     syncCell(cell);
-    expect(cell.getMetadata('qloop')).toEqual(NEW);
+    expect(cell.getMetadata('qloop')).toEqual(successor);
+  });
+
+  it('keeps the saved record and puts a disagreeing mirror in its history', () => {
+    const saved = { ...OLD, digest: 'sha256:approved' };
+    const blind = { ...NEW, digest: 'sha256:blind', metadata_unseen: true };
+    const cell = codeCell([blind], saved);
+    syncCell(cell);
+    const kept = cell.getMetadata('qloop') as JSONObject;
+    expect(kept['digest']).toBe('sha256:approved');
+    expect(kept['history']).toEqual([blind]);
+    syncCell(cell); // opening the notebook again adds nothing
+    expect((cell.getMetadata('qloop') as JSONObject)['history']).toEqual([
+      blind
+    ]);
   });
 
   it('writes nothing without a mirror', () => {
@@ -134,10 +131,14 @@ describe('trackMirrors', () => {
         outputs: [mirrorOutput(NEW)]
       }
     ]);
-    // The copy waits for the cell-list change to finish.
+    // The copy waits for the cell-list change to finish; the saved record
+    // stays, the other one goes into its history.
     expect(notebook.cells.get(1).getMetadata('qloop')).toEqual(OLD);
     await Promise.resolve();
-    expect(notebook.cells.get(1).getMetadata('qloop')).toEqual(NEW);
+    expect(notebook.cells.get(1).getMetadata('qloop')).toEqual({
+      ...OLD,
+      history: [NEW]
+    });
     notebook.dispose();
   });
 });
