@@ -191,7 +191,9 @@ def test_stop_button_ends_the_turn_and_next_cells_still_run(
 
 def test_headless_never_blocks_and_denies_risky_calls(api: StandInAPI) -> None:
     api.reset([Reply([tool_use("run_code", {"code": "h = 1"})]), Reply([text("could not")])])
-    with LabKernel(api.environment(), headless=True) as lab:
+    # nbclient sends no cell metadata: the agent asks the model only when the user opted in.
+    opted_in = {**api.environment(), "QLOOP_ASK_WITHOUT_RECORD": "1"}
+    with LabKernel(opted_in, headless=True) as lab:
         lab.run("%load_ext qloop_kernel")
         agent = lab.execute("%%agent --fresh\nSet h.")  # a new run: no saved record is sought
         assert lab.complete(agent, 60)["content"]["status"] == "ok"
