@@ -37,14 +37,20 @@ df["revenue"] = df["units"] * df["price"]
 df.head()"""
 
 CLEAN_PROMPT = "Clean the date column of df and plot monthly revenue."
+# Each format parsed on its own: "05/03/2025" is 5 March here, which a mixed-format guess gets wrong.
 CLEAN_CODE = """\
-df["date"] = pd.to_datetime(df["date"], format="mixed", dayfirst=False, errors="coerce")
+formats = ["%Y-%m-%d", "%d/%m/%Y", "%b %d %Y"]
+parsed = [pd.to_datetime(df["date"], format=f, errors="coerce") for f in formats]
+df["date"] = parsed[0].fillna(parsed[1]).fillna(parsed[2])
 print(df["date"].isna().sum(), "unparsed dates;", df["date"].min().date(), "to", df["date"].max().date())"""
+# Bars at positions 0..11 drawn by matplotlib itself: pandas 2 and 3 place date-indexed bars differently.
 PLOT_CODE = """\
 import matplotlib.pyplot as plt
 monthly = df.set_index("date")["revenue"].resample("MS").sum()
-ax = monthly.plot(kind="bar", figsize=(8, 3), title="Monthly revenue")
-ax.set_xticks(range(len(monthly)), [d.strftime("%b") for d in monthly.index], rotation=0)
+fig, ax = plt.subplots(figsize=(8, 3))
+ax.bar(range(len(monthly)), monthly.to_numpy())
+ax.set_xticks(range(len(monthly)), [d.strftime("%b") for d in monthly.index])
+ax.set_title("Monthly revenue")
 ax.set_ylabel("revenue")
 plt.tight_layout()
 plt.show()
@@ -60,7 +66,35 @@ by_region["growth_%"] = (by_region["H2"] / by_region["H1"] - 1).mul(100).round(1
 by_region.sort_values("growth_%", ascending=False)"""
 
 
+def facts() -> dict[str, object]:
+    """What the saved code shows, computed by the same code: the answers state these figures."""
+    import contextlib
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    namespace: dict[str, object] = {}
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(SETUP.replace("%load_ext qloop_kernel\n", ""), namespace)
+        exec(CLEAN_CODE, namespace)
+        exec(PLOT_CODE.replace("plt.show()", "plt.close(fig)"), namespace)
+        exec(GROWTH_CODE, namespace)
+    df, monthly, by_region = namespace["df"], namespace["monthly"], namespace["by_region"]
+    ranked = by_region.sort_values("growth_%", ascending=False)  # type: ignore[attr-defined]
+    return {
+        "unparsed": int(df["date"].isna().sum()),  # type: ignore[index]
+        "low": (monthly.idxmin().strftime("%B"), monthly.min()),  # type: ignore[attr-defined]
+        "high": (monthly.idxmax().strftime("%B"), monthly.max()),  # type: ignore[attr-defined]
+        "top": (ranked.index[0], ranked.iloc[0]["H1"], ranked.iloc[0]["H2"], ranked.iloc[0]["growth_%"]),
+        "last": (ranked.index[-1], ranked.iloc[-1]["growth_%"]),
+    }
+
+
 def script() -> list[Reply]:
+    found = facts()
+    (low_month, low), (high_month, high) = found["low"], found["high"]  # type: ignore[misc]
+    top, h1, h2, growth = found["top"]  # type: ignore[misc]
+    last, last_growth = found["last"]  # type: ignore[misc]
     return [
         Reply([text("Let me look at `df` first."), tool_use("inspect_variable", {"name": "df"})]),
         Reply(
@@ -73,9 +107,10 @@ def script() -> list[Reply]:
         Reply(
             [
                 text(
-                    "Done. `df['date']` is now a datetime column (all 600 rows parsed, three "
-                    "input formats). Monthly revenue is plotted above; it stays within a narrow "
-                    "band through the year with no missing months."
+                    f"Done. `df['date']` is now a datetime column: each of the three input "
+                    f"formats was parsed on its own, and {found['unparsed']} of 600 dates could "
+                    f"not be parsed. Monthly revenue is plotted above: it ranges from "
+                    f"{low:,.0f} in {low_month} to {high:,.0f} in {high_month}."
                 )
             ]
         ),  # fmt: skip
@@ -83,9 +118,9 @@ def script() -> list[Reply]:
         Reply(
             [
                 text(
-                    "Comparing the second half of the year with the first, the table above ranks "
-                    "the regions by growth; the top row grew the most. The differences are "
-                    "modest, as expected for this simulated data."
+                    f"**{top}** grew the most from the first to the second half of the year: "
+                    f"revenue went from {h1:,.0f} to {h2:,.0f} ({growth:+.1f}%). {last} changed "
+                    f"the least ({last_growth:+.1f}%). The table above ranks all four regions."
                 )
             ]
         ),  # fmt: skip
