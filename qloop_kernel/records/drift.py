@@ -19,6 +19,7 @@ import hashlib
 import importlib.metadata
 import platform
 import sys
+import types
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -178,8 +179,6 @@ def variable_print(name: str, value: object) -> VariablePrint:
 
 def _is_data(value: object) -> bool:
     """Variables worth a fingerprint: data, not modules, functions or classes."""
-    import types
-
     return not isinstance(
         value, types.ModuleType | types.FunctionType | types.BuiltinFunctionType | type
     )
@@ -230,7 +229,9 @@ class TurnPrints:
             if len(self.read) >= MAX_VARIABLES or name not in self.namespace:
                 continue
             value = self.namespace[name]
-            if _is_data(value) and not name.startswith("_"):
+            if isinstance(value, types.ModuleType):  # the code used a library through its alias
+                self.modules.add(value.__name__.partition(".")[0])
+            elif _is_data(value) and not name.startswith("_"):
                 self.read[name] = variable_print(name, value)
                 self.modules.add(type(value).__module__.partition(".")[0])
         self.assigned |= names.assigned
