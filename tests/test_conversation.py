@@ -51,11 +51,19 @@ def test_turns_share_one_conversation_and_records_are_saved_as_they_grow():
          respond(text("df is 1"))]
     )  # fmt: skip
     first, record = manager.run_turn(
-        "make df", model=model, runtime=make_runtime(), settings=Settings(), cell_id="c1",
+        "make df",
+        model=model,
+        runtime=make_runtime(),
+        settings=Settings(),
+        cell_id="c1",
         store=store,
     )
     second, _ = manager.run_turn(
-        "what is df?", model=model, runtime=make_runtime(), settings=Settings(), cell_id="c2",
+        "what is df?",
+        model=model,
+        runtime=make_runtime(),
+        settings=Settings(),
+        cell_id="c2",
         store=store,
     )
     assert first.status == second.status == "completed"
@@ -174,3 +182,18 @@ def test_a_record_with_unanswered_tool_calls_is_not_adopted():
     ]})  # fmt: skip
     other = ConversationManager()
     assert other.adopt(broken) is False and other.messages == []
+
+
+def test_a_refusal_is_saved_with_its_explanation_and_leaves_the_conversation() -> None:
+    model = ScriptedModel(
+        [respond(text(""), stop_reason="refusal",
+                 stop_details={"category": "cyber", "explanation": "I can't help with that."})]
+    )  # fmt: skip
+    manager = ConversationManager()
+    result, record = manager.run_turn(
+        "do harm", model=model, runtime=make_runtime(), settings=Settings()
+    )
+    assert result.status == "refused" and record.status == "refused"
+    assert record.refusal is not None and record.refusal.category == "cyber"
+    assert record.refusal.explanation == "I can't help with that."
+    assert manager.messages == []  # later cells do not see the refused exchange

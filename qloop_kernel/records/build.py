@@ -12,7 +12,7 @@ import operator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..messages import ToolOutcome, TurnResult, Usage, now_iso
+from ..messages import Refused, ToolOutcome, TurnResult, Usage, now_iso
 from ..redact import redact
 from ..text import truncate
 from .schema import (
@@ -21,6 +21,7 @@ from .schema import (
     DecisionRecord,
     EgressRecord,
     ImagePlaceholder,
+    RefusalRecord,
     Timings,
     ToolCallRecord,
     UsageRecord,
@@ -151,6 +152,10 @@ class RecordBuilder:
         record.answer = redact(result.final_text)
         if result.stop.status == "error":
             record.error = redact(_error(result))
+        if isinstance(result.stop, Refused):
+            record.refusal = RefusalRecord(
+                category=result.stop.category, explanation=redact(result.stop.explanation or "")
+            )
         record.timings = Timings(
             started_at=self.started_at,
             ended_at=now_iso(),
