@@ -193,11 +193,11 @@ class ConversationManager:
         self.system_prompt = system_prompt
         self.save_every_s = save_every_s  # how often a running turn's record is saved
         self.clock = clock
-        self.always_allowed: set[str] = set()
         self.reset()
 
     def reset(self) -> None:
-        """Start a fresh conversation (a new session id); settings and allowed tools are kept."""
+        """Start a fresh conversation (a new session id); settings are kept (grants are the
+        kernel agent's: ``%agent reset`` clears them)."""
         self.session_id = uuid.uuid4().hex[:12]
         self.messages: list[Message] = []
         self.records: dict[str, CellRecord] = {}

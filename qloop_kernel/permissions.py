@@ -1,14 +1,15 @@
-"""Approval decisions (typed values, never bare bools) and the non-interactive approval policies."""
+"""Approval decisions (typed values, never bare bools) and the approval policies by risk class."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 if TYPE_CHECKING:  # the magics import this module at load time: keep it light
+    from .grants import Scope
     from .messages import ToolCall
-    from .tools.risk import Risk
+    from .tools.risk import Assessment, Risk
 
 Policy: TypeAlias = Literal["ask", "auto", "readonly", "write", "deny"]
 POLICIES: tuple[Policy, ...] = ("ask", "auto", "readonly", "write", "deny")
@@ -26,7 +27,10 @@ RUNS_WITHOUT_ASKING: dict[Policy, tuple[str, ...]] = {
 
 @dataclass(frozen=True)
 class Approve:
-    """Run the call as the model wrote it."""
+    """Run the call as the model wrote it. ``policy`` names the policy that ran it without asking
+    anyone (None: a person approved it)."""
+
+    policy: Policy | None = None
 
 
 @dataclass(frozen=True)
@@ -38,14 +42,21 @@ class ApproveEdited:
 
 @dataclass(frozen=True)
 class Deny:
+    """Do not run the call. ``reason`` is what the model is told; ``policy`` names the approval
+    policy that denied it (None: a person did), with the class it gave the call."""
+
     reason: str = ""
+    policy: Policy | None = None
+    risk: Risk | None = None
 
 
 @dataclass(frozen=True)
 class AlwaysAllow:
-    """Run this call (with the user's edits, if any) and later calls of the same tool without asking."""
+    """Run this call (with the user's edits, if any) and, in ``scope``, later calls of the same tool
+    of the same risk class or a milder one without asking (see :mod:`qloop_kernel.grants`)."""
 
     input: dict[str, Any] | None = None
+    scope: Scope = "session"
 
 
 Decision: TypeAlias = Approve | ApproveEdited | Deny | AlwaysAllow
@@ -53,10 +64,22 @@ Decision: TypeAlias = Approve | ApproveEdited | Deny | AlwaysAllow
 
 @dataclass(frozen=True)
 class ApprovalRequest:
+    """A call to decide on, with what the card shows about it."""
+
     call: ToolCall
     title: str
     editable_field: str | None = None  # the input field a user may edit (e.g. "code")
     details: dict[str, Any] = field(default_factory=dict)
+    assessment: Assessment | None = None  # the call's risk class and reasons, for classified tools
+    # Classifies an edited input the same way (the card shows the class of what would run).
+    classify: Callable[[dict[str, Any]], Assessment | None] | None = field(
+        default=None, compare=False
+    )
+
+    @property
+    def risk(self) -> Risk | None:
+        """The call's class; None for a tool whose calls are not classified."""
+        return self.assessment.risk if self.assessment is not None else None
 
 
 class Approver(Protocol):
@@ -79,17 +102,48 @@ class AutoApprover:
 
 
 class PolicyDenier:
-    """Denies every call that needs approval, saying which policy did and how to allow it."""
+    """Denies every call it is asked about, saying which policy did, the call's class and how to
+    allow it (the approver when a policy would ask but nobody can click)."""
 
     def __init__(self, policy: Policy, hint: str = HEADLESS_HINT) -> None:
         self.policy = policy
         self.hint = hint
 
     def decide(self, request: ApprovalRequest) -> Decision:
-        return Deny(
-            f"not run: the approval policy is '{self.policy}', which does not allow "
-            f"'{request.call.name}' without a person approving it; {self.hint}"
+        return ApprovalPolicy(self.policy, interactive=False, hint=self.hint).denial(request)
+
+
+@dataclass(frozen=True)
+class ApprovalPolicy:
+    """A policy as one turn applies it: by risk class, with or without someone to ask.
+
+    The default asks about every call, as a card in a notebook does.
+    """
+
+    name: Policy = "ask"
+    interactive: bool = True  # someone can click an approval card
+    ask_read: bool = True  # with ``ask``: False runs ``read`` steps without asking
+    hint: str = HEADLESS_HINT  # how to allow a denied step, told to the model
+
+    def verdict(self, risk: Risk | None) -> Verdict:
+        """Run, ask or deny a call of class ``risk`` (a call without a class counts as unknown)."""
+        return policy_verdict(
+            self.name, risk or "unknown", ask_read=self.ask_read, interactive=self.interactive
         )
+
+    def denial(self, request: ApprovalRequest) -> Deny:
+        """The decision when this policy denies ``request``: worded as the policy's, not a person's."""
+        risk = request.risk or "unknown"
+        reasons = request.assessment.reasons if request.assessment is not None else ()
+        text = policy_denial(self.name, risk, reasons, self.hint)
+        return Deny(text, policy=self.name, risk=risk)
+
+
+def denial_line(decision: Deny) -> str:
+    """The short sentence a person reads about a denial (the model reads ``decision.reason``)."""
+    if decision.policy is not None:
+        return f"{POLICY_DENIAL_PREFIX} '{decision.policy}' (a '{decision.risk or 'unknown'}' step)"
+    return f"denied by you: {decision.reason}" if decision.reason else "denied by you"
 
 
 def policy_verdict(
@@ -144,8 +198,9 @@ _WRITE_HINT = "; `--approve write` also runs 'write' steps"
 
 
 def policy_approver(policy: Policy, interactive: Approver | None) -> Approver:
-    """The approver for a policy. ``ask`` without an interactive approver behaves as ``readonly``;
-    ``write`` asks the interactive approver (when there is one) for every call it is given."""
+    """Who answers when ``policy`` asks about a call (:class:`ApprovalPolicy` decides when it
+    asks): the interactive approver (the card) for ``ask`` and ``write``; without one, a denier
+    (``ask`` then behaves as ``readonly``)."""
     if policy == "auto":
         return AutoApprover()
     if policy in ("ask", "write") and interactive is not None:

@@ -1,7 +1,8 @@
 """Settings: every user-settable default, written once, and how config and the environment set them.
 
 Sources, later ones winning: these defaults, traitlets config (``c.QloopAgent.model = ...``), the
-environment (``QLOOP_MODEL``, ``QLOOP_APPROVAL``, ``QLOOP_PRICE``), ``%agent set``, a cell's options.
+environment (``QLOOP_MODEL``, ``QLOOP_APPROVAL``, ``QLOOP_ASK_READ``, ``QLOOP_PRICE``), ``%agent set``, a
+cell's options.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .errors import UnknownModelPrice
 from .loop import Limits
@@ -27,6 +28,7 @@ class Settings(BaseModel):
 
     model: str = DEFAULT_MODEL
     approve: Policy | None = None  # None: "ask" when a frontend can click, else "readonly"
+    ask_read: bool = True  # with "ask": False runs 'read' steps without a card
     max_turns: int = Field(_LIMITS.max_turns, ge=1)  # model calls per cell
     max_cost: float | None = Field(None, gt=0)
     max_tokens: int | None = Field(None, gt=0)
@@ -35,6 +37,11 @@ class Settings(BaseModel):
     max_output_tokens: int = Field(_LIMITS.max_output_tokens, ge=256)
     # USD per million input, output tokens, optionally cache write and cache read tokens
     price: tuple[float, float] | tuple[float, float, float, float] | None = None
+
+    @field_validator("ask_read", mode="before")
+    @classmethod
+    def _off_is_false(cls, value: Any) -> Any:
+        return False if value is None else value  # `%agent set ask_read off` arrives as None
 
     def updated(self, **changes: Any) -> Settings:
         """A copy with ``changes`` applied and validated (raises pydantic's ValidationError)."""
@@ -65,6 +72,10 @@ class Settings(BaseModel):
 SETTABLE: tuple[str, ...] = tuple(name for name in Settings.model_fields if name != "price")
 
 
+_BOOLEAN_WORDS = {"1": True, "true": True, "yes": True, "on": True,
+                  "0": False, "false": False, "no": False, "off": False}  # fmt: skip
+
+
 class SettingsError(ValueError):
     """A setting from config or the environment is invalid; the message names its source."""
 
@@ -82,6 +93,13 @@ def settings_from(config: Mapping[str, Any], environ: Mapping[str, str]) -> Sett
         raise SettingsError(f"QLOOP_APPROVAL={policy!r} is not one of {', '.join(POLICIES)}")
     if policy and "approve" not in values:
         values["approve"] = policy
+    ask_read = environ.get("QLOOP_ASK_READ", "").strip().lower()
+    if ask_read and ask_read not in _BOOLEAN_WORDS:
+        raise SettingsError(
+            f"QLOOP_ASK_READ={ask_read!r} is not one of {', '.join(_BOOLEAN_WORDS)}"
+        )
+    if ask_read and "ask_read" not in values:
+        values["ask_read"] = _BOOLEAN_WORDS[ask_read]
     price = environ.get("QLOOP_PRICE")
     if price:
         try:

@@ -71,7 +71,8 @@ def test_agent_set_price_and_allow_change_the_session(monkeypatch, capsys):
             shell.run_line_magic("agent", "set max_turns zero")
         manager = shell.magics_manager.registry["AgentMagics"].agent.manager
         assert manager.settings.max_turns == 4 and manager.settings.price == (2.0, 8.0)
-        assert manager.always_allowed == {"run_code"}
+        grants = shell.magics_manager.registry["AgentMagics"].agent.grants
+        assert [(g.tool, g.risk, g.scope) for g in grants] == [("run_code", "write", "session")]
         assert "max_turns = 4" in capsys.readouterr().out
     finally:
         shell.extension_manager.unload_extension("qloop_kernel")

@@ -9,14 +9,16 @@ from typing import Any
 from IPython.core.error import UsageError
 
 from ..conversation import ConversationManager
+from ..grants import Grants, Scope
 from ..loop import CancelToken
 from ..messages import Interrupted, TurnResult
-from ..permissions import Policy, policy_approver
+from ..permissions import HEADLESS_HINT, ApprovalPolicy, Policy, policy_approver
 from ..pricing import UnknownModelPrice
 from ..records import MIME_TYPE, RecordError, load_record
 from ..redact import redact_text, redacted_output
 from ..settings import Settings
 from .cell import AgentError, CellContext, current_cell, store_for
+from .notebook_grants import NotebookGrantStore
 
 ASK_WITHOUT_RECORD = "QLOOP_ASK_WITHOUT_RECORD"  # ask the model where the client sends no metadata
 NO_METADATA = (
@@ -43,6 +45,8 @@ class KernelAgent:
         self.base_settings = settings  # from config and environment: the policy for hidden code
         self.manager = ConversationManager(settings=settings)
         self.step_running = False  # an approved step runs: qloop commands are refused (guard.py)
+        self.grants = Grants()  # what runs without a card: cell, session and notebook grants
+        self.notebook_grants = NotebookGrantStore(self.grants)
 
     def tools(self, settings: Settings) -> list[Any]:
         from .tools import builtin_tools
@@ -61,6 +65,37 @@ class KernelAgent:
 
     def policy_for(self, settings: Settings, cell: CellContext) -> Policy:
         return settings.approve or ("ask" if cell.interactive else "readonly")
+
+    def runtime_for(self, settings: Settings, cell: CellContext, tools: list[Any]) -> Any:
+        """The turn's ToolRuntime: the policy by risk class, the grants, and the card when someone
+        can click (every call that runs without one is shown, with its code)."""
+        from ..tools.runtime import ToolRuntime
+        from .approval import CardApprover, show_unasked
+        from .guard import StepGuard
+
+        name = self.policy_for(settings, cell)
+        scopes: tuple[Scope, ...] = ("cell", "session")
+        if self.notebook_grants.available:
+            scopes += ("notebook",)
+        card = CardApprover(scopes=scopes) if cell.interactive else None
+        hint = HEADLESS_HINT if not cell.interactive else INTERACTIVE_HINT
+        policy = ApprovalPolicy(name, cell.interactive, settings.ask_read, hint)
+        return ToolRuntime.of(
+            tools, policy_approver(name, card), grants=self.grants, policy=policy,
+            cell_id=cell.cell_id, guard=StepGuard(self),
+            on_unasked=show_unasked if cell.interactive else None,
+        )  # fmt: skip
+
+    def load_notebook_grants(self, cell: CellContext) -> None:
+        """Read the grants of the cell's notebook once per frontend connection, and say so."""
+        from .display import line
+        from .notebook_grants import notebook_notice
+
+        saved = self.notebook_grants.load(cell)
+        self.notebook_grants.use_cell(cell)
+        notice = notebook_notice(saved) if saved is not None else None
+        if notice is not None:
+            line(*notice)
 
     def run_cell(self, prompt: str, options: CellOptions) -> TurnResult | None:
         """Replay the cell's saved turn, or run a new one; what the cell shows is redacted."""
@@ -96,10 +131,7 @@ class KernelAgent:
         from ..model import AnthropicModel
         from ..records.drift import FingerprintingObserver, TurnPrints
         from ..records.history import AnnotatedStore
-        from ..tools.runtime import ToolRuntime
-        from .approval import CardApprover
         from .display import TurnDisplay, line
-        from .guard import StepGuard
         from .ledger import cell_ledger
         from .threaded import ThreadedModel
 
@@ -109,13 +141,10 @@ class KernelAgent:
         except UnknownModelPrice as exc:
             raise UsageError(str(exc)) from None
         policy = self.policy_for(settings, cell)
-        interactive = cell.interactive and policy == "ask"
-        approver = policy_approver(policy, CardApprover() if cell.interactive else None)
+        self.load_notebook_grants(cell)
         tools = self.tools(settings)
-        runtime = ToolRuntime.of(
-            tools, approver, always_allowed=self.manager.always_allowed, guard=StepGuard(self)
-        )
-        cards = {t.name for t in tools if t.requires_approval} if interactive else set()
+        runtime = self.runtime_for(settings, cell, tools)
+        cards = {t.name for t in tools if t.requires_approval} if cell.interactive else set()
         cancel = CancelToken()
         prints = TurnPrints(self.shell.user_ns, cells=cell_ledger(self.shell).defined)
         store = AnnotatedStore(
@@ -129,10 +158,11 @@ class KernelAgent:
             max_turns=settings.max_turns,
             cancel=cancel,
             cards_for=cards,
+            grants=lambda: self.grants.summary(cell.cell_id),
         )
-        if policy in ("readonly", "deny") and not cell.interactive and settings.approve is None:
-            line("headless run: code steps are denied (policy 'readonly'); allow them with "
-                 "`--approve auto` or QLOOP_APPROVAL=auto", "warn")  # fmt: skip
+        if policy == "readonly" and not cell.interactive and settings.approve is None:
+            line("headless run: only 'read' code steps run (policy 'readonly'); allow more with "
+                 "`--approve write` or `--approve auto` (or QLOOP_APPROVAL)", "warn")  # fmt: skip
         model = ThreadedModel(AnthropicModel(settings.model))
         result, _ = self.manager.run_turn(
             prompt, model=model, runtime=runtime, settings=settings, cell_id=cell.cell_id,
@@ -144,6 +174,9 @@ class KernelAgent:
         if result.status == "error":
             raise AgentError(f"the agent turn failed: {getattr(result.stop, 'message', '')}")
         return result
+
+
+INTERACTIVE_HINT = "to be asked instead, re-run the cell with `--approve ask`"
 
 
 def no_metadata(cell: CellContext) -> bool:

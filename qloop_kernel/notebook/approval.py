@@ -1,5 +1,10 @@
 """The approval card (ipywidgets): Approve / Deny / Always allow, blocking the cell until a click.
 
+The card is the contract: what runs is what the card shows at the moment of the click — the code as
+the model wrote it, or, once the editor is open, the editor's text (then the original is hidden, so
+only one version is ever on screen). After the click the card shows the code that runs. The card
+shows the call's risk class with each reason on its line, re-classified as the user edits.
+
 The only ipywidgets import of the package. Button callbacks may run on another thread (ipykernel 7.0-7.3
 subshells), so the decision is handed over through a lock and the pump is woken.
 """
@@ -10,27 +15,48 @@ import html
 import json
 import re
 import threading
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
 from IPython.display import display
 
+from ..grants import SCOPE_TEXT, Grant, Scope
 from ..permissions import AlwaysAllow, ApprovalRequest, Approve, ApproveEdited, Decision, Deny
 from .pump import wait_until, wake
 
+if TYPE_CHECKING:
+    from ..tools.risk import Assessment, Risk
+
 # Characters that reorder or hide text (Trojan Source): shown as visible marks, never applied.
 INVISIBLE = re.compile("[\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+# Theme colours (JupyterLab's CSS variables, so Light and Dark both read well) of each class.
+RISK_COLOURS: dict[str, str] = {
+    "read": "var(--jp-success-color1)",
+    "write": "var(--jp-brand-color1)",
+    "compute": "var(--jp-warn-color1)",
+    "unknown": "var(--jp-warn-color1)",
+    "destructive": "var(--jp-error-color1)",
+    "external": "var(--jp-error-color1)",
+}
+MUTED = "color:var(--jp-ui-font-color2)"
+DEFAULT_SCOPES: tuple[Scope, ...] = ("cell", "session")
 
 
 def _visible(highlighted: str) -> str:
     return INVISIBLE.sub(
-        lambda m: f"<span class='qloop-invisible' title='invisible character'>⟨U+{ord(m.group()):04X}⟩</span>",
+        lambda m: (
+            f"<span class='qloop-invisible' title='invisible character'>⟨U+{ord(m.group()):04X}⟩</span>"
+        ),
         highlighted,
     )
 
 
 def highlight(code: str) -> str:
-    """Python source as syntax-highlighted HTML; invisible and bidi control characters made visible."""
+    """Python source as syntax-highlighted HTML; invisible and bidi control characters made visible.
+
+    Leading and trailing blank lines are kept: the card shows the code exactly as it runs.
+    """
     try:
         from pygments import highlight as pyg_highlight
         from pygments.formatters import HtmlFormatter
@@ -38,69 +64,158 @@ def highlight(code: str) -> str:
     except ImportError:
         return _visible(f"<pre>{html.escape(code)}</pre>")
     formatter = HtmlFormatter(noclasses=True, nowrap=False, style="default")
-    return _visible(str(pyg_highlight(code, PythonLexer(), formatter)))
+    lexer = PythonLexer(stripnl=False, ensurenl=False)
+    return _visible(str(pyg_highlight(code, lexer, formatter)))
+
+
+def risk_badge(risk: Risk) -> str:
+    """The class of a call as a small coloured label."""
+    colour = RISK_COLOURS.get(risk, RISK_COLOURS["unknown"])
+    return (
+        f"<span class='qloop-risk qloop-risk-{html.escape(risk)}' title='risk class' "
+        f"style='border:1px solid {colour};color:{colour};border-radius:3px;padding:0 4px'>"
+        f"{html.escape(risk)}</span>"
+    )
+
+
+def assessment_html(assessment: Assessment | None, *, of_edit: bool = False) -> str:
+    """The class and each reason with its line ("line 3: changes df, which exists")."""
+    if assessment is None:
+        return ""
+    label = "class of your edit" if of_edit else "class"
+    reasons = "".join(f"<li>{_visible(html.escape(str(r)))}</li>" for r in assessment.reasons)
+    if not reasons:
+        reasons = "<li>nothing it can see changes state</li>"
+    return (
+        f"<div class='qloop-card-assessment'><span style='{MUTED}'>{label}:</span> "
+        f"{risk_badge(assessment.risk)}<ul class='qloop-card-reasons' style='margin:2px 0'>"
+        f"{reasons}</ul></div>"
+    )
 
 
 class ApprovalCard:
-    """One card: the call, its input (code editable), the buttons, then the decision."""
+    """One card: the call, its class and reasons, its input (code editable), the buttons, then the
+    decision and what runs."""
 
-    def __init__(self, request: ApprovalRequest, *, allow_always: bool = True) -> None:
+    def __init__(
+        self,
+        request: ApprovalRequest,
+        *,
+        allow_always: bool = True,
+        scopes: Sequence[Scope] = DEFAULT_SCOPES,
+    ) -> None:
         self.request = request
         self._lock = threading.Lock()
         self._decision: Decision | None = None
         original = _editable_text(request)
+        self._original = original
+        self._edit_assessment: Assessment | None = None
+        self._editing = False
+        # Synced when it loses focus (a click on a button does that first): one update per edit,
+        # sent before the click, instead of one per key that the widget frontend may hold back.
         self.editor = widgets.Textarea(
             value=original or "",
+            continuous_update=False,
             layout=widgets.Layout(width="100%", height="12em", display="none"),
         )
-        self._original = original
+        self.editor.add_class("qloop-card-editor")
+        self.editor.observe(self._on_edit, names="value")
         self.reason = widgets.Text(placeholder="reason (optional, sent to the model)",
                                    layout=widgets.Layout(width="18em"))  # fmt: skip
         self.approve = _button("Approve", style="success", icon="check")
         self.deny = _button("Deny", style="danger", icon="times")
-        self.always = _button(
-            "Always allow", tooltip=f"Run {request.call.name} without asking this session"
-        )
+        self.always = _button("Always allow", tooltip=self._always_tooltip())
+        self.scope = _scope_choice(scopes)
         self.edit = _button("Edit", icon="pencil")
         self.status = widgets.HTML()
         self.approve.on_click(lambda _: self._decide(self._approval()))
         self.deny.on_click(lambda _: self._decide(Deny(self.reason.value.strip())))
-        self.always.on_click(lambda _: self._decide(AlwaysAllow(self._edited_input())))
+        self.always.on_click(lambda _: self._decide(self._always_allow()))
         self.edit.on_click(lambda _: self._show_editor())
-        buttons = [self.approve, self.deny, self.reason]
-        if allow_always:
-            buttons.insert(2, self.always)
-        if original is not None:
-            buttons.append(self.edit)
-        self.buttons = buttons
+        self.buttons = self._buttons(allow_always, original is not None)
+        self.header = widgets.HTML(self._header())
+        self.body = widgets.HTML(self._body())
         self.widget = widgets.VBox(
-            [widgets.HTML(self._header()), widgets.HTML(self._body()), self.editor,
-             widgets.HBox(buttons, layout=widgets.Layout(flex_flow="row wrap")), self.status],
-            layout=widgets.Layout(border="1px solid #d0d7de", padding="6px", margin="4px 0"),
+            [self.header, self.body, self.editor,
+             widgets.HBox(self.buttons, layout=widgets.Layout(flex_flow="row wrap")), self.status],
+            layout=widgets.Layout(border="1px solid var(--jp-border-color1)", padding="6px",
+                                  margin="4px 0"),
         )  # fmt: skip
         self.widget.add_class("qloop-approval-card")
 
+    def _buttons(self, allow_always: bool, editable: bool) -> list[widgets.Widget]:
+        buttons: list[widgets.Widget] = [self.approve, self.deny]
+        if allow_always:
+            buttons.append(self.always)
+            if self.scope is not None:
+                buttons.append(self.scope)
+        buttons.append(self.reason)
+        if editable:
+            buttons.append(self.edit)
+        return buttons
+
+    # --- what the card shows ----------------------------------------------------------------
+
     def _header(self) -> str:
         name = html.escape(self.request.title)
-        return f"<b>{name}</b> <span style='color:#57606a'>wants to run — approve?</span>"
+        risk = self._shown_risk()
+        badge = f" {risk_badge(risk)}" if risk is not None else ""
+        return f"<b>{name}</b> <span style='{MUTED}'>wants to run — approve?</span>{badge}"
 
     def _body(self) -> str:
+        details = self.request.details
         notices = "".join(
             f"<div class='qloop-card-notice'>{html.escape(str(n))}</div>"
-            for n in self.request.details.get("notices", [])
+            for n in details.get("notices", [])
         )
-        steps = self.request.details.get("steps")
+        steps = details.get("steps")
         if isinstance(steps, list):
-            return notices + "".join(
-                f"<div><i>step {i}</i>{highlight(str(s))}</div>" for i, s in enumerate(steps, 1)
-            )
-        if self._original is not None:
-            return notices + highlight(self._original)
-        text = json.dumps(self.request.call.input, indent=2, ensure_ascii=False)
-        return notices + _visible(f"<pre>{html.escape(text)}</pre>")
+            return notices + _steps_html(steps, details.get("assessments"))
+        if self._original is None:
+            text = json.dumps(self.request.call.input, indent=2, ensure_ascii=False)
+            return notices + _visible(f"<pre>{html.escape(text)}</pre>")
+        if self._editing:  # the editor below holds the only code on screen
+            edited = self._edit_assessment is not None
+            shown = self._edit_assessment if edited else self.request.assessment
+            hint = f"<div style='{MUTED}'>editing: the text below is what runs when you click</div>"
+            return notices + hint + assessment_html(shown, of_edit=edited)
+        return notices + highlight(self._original) + assessment_html(self.request.assessment)
+
+    def _shown_risk(self) -> Risk | None:
+        if self._edit_assessment is not None:
+            return self._edit_assessment.risk
+        steps = self.request.details.get("assessments")
+        if isinstance(steps, list) and steps:
+            from ..tools.risk import most_severe
+
+            return most_severe(a.risk for a in steps)
+        return self.request.risk
+
+    def _always_tooltip(self) -> str:
+        risk = self.request.risk
+        what = f"'{risk}' steps of {self.request.call.name}" if risk else self.request.call.name
+        return f"Run {what} (and milder ones) without asking; choose for how long on the right"
+
+    def _refresh(self) -> None:
+        self.header.value = self._header()
+        self.body.value = self._body()
 
     def _show_editor(self) -> None:
+        self._editing = True
         self.editor.layout.display = "block"
+        self._refresh()
+
+    def _on_edit(self, change: dict[str, Any]) -> None:
+        """Re-classify the editor's text, so the card shows the class of what would run."""
+        classify = self.request.classify
+        field = self.request.editable_field
+        if classify is None or field is None or self.decision is not None:
+            return
+        edited = self._edited_input()
+        self._edit_assessment = classify(edited) if edited is not None else None
+        self._refresh()
+
+    # --- the decision -----------------------------------------------------------------------
 
     def _edited_input(self) -> dict[str, Any] | None:
         """The input as the card shows it at the moment of the click, if the user changed it."""
@@ -112,6 +227,10 @@ class ApprovalCard:
     def _approval(self) -> Decision:
         edited = self._edited_input()
         return Approve() if edited is None else ApproveEdited(edited)
+
+    def _always_allow(self) -> Decision:
+        scope: Scope = self.scope.value if self.scope is not None else "session"
+        return AlwaysAllow(self._edited_input(), scope)
 
     def _decide(self, decision: Decision) -> None:
         with self._lock:
@@ -133,13 +252,61 @@ class ApprovalCard:
                 self.close("interrupted — not run")
         decision = self.decision
         assert decision is not None
-        self.close(describe(decision))
+        self.close(describe(decision, self.request, self._granted_risk(decision)))
         return decision
 
+    def _granted_risk(self, decision: Decision) -> Risk | None:
+        if isinstance(decision, AlwaysAllow) and decision.input is not None:
+            return self._edit_assessment.risk if self._edit_assessment else self.request.risk
+        return self.request.risk
+
     def close(self, text: str) -> None:
-        for item in [*self.buttons, self.editor]:
+        """Disable the card and show the decision, and the code that runs when it was edited."""
+        items: list[widgets.Widget] = [*self.buttons, self.editor]
+        for item in items:
             item.disabled = True
+        decision = self.decision
+        edited = getattr(decision, "input", None)
+        field = self.request.editable_field
+        if field is not None and isinstance(edited, dict) and isinstance(edited.get(field), str):
+            self.editor.layout.display = "none"
+            label = f"<div style='{MUTED}'>your edit, which is what runs:</div>"
+            self.body.value = (
+                label
+                + highlight(edited[field])
+                + assessment_html(self._edit_assessment, of_edit=True)
+            )
+        elif self._editing and not isinstance(decision, Deny | None):
+            self.editor.layout.display = "none"
+            self._editing = False
+            self._refresh()
         self.status.value = f"<span class='qloop-card-decision'>{html.escape(text)}</span>"
+
+
+def _steps_html(steps: list[Any], assessments: object) -> str:
+    """Each step of a replay with its class and reasons."""
+    found = assessments if isinstance(assessments, list) else []
+    parts = []
+    for index, step in enumerate(steps, 1):
+        assessment = found[index - 1] if index <= len(found) else None
+        parts.append(
+            f"<div><i>step {index}</i>{highlight(str(step))}{assessment_html(assessment)}</div>"
+        )
+    return "".join(parts)
+
+
+def _scope_choice(scopes: Sequence[Scope]) -> widgets.Dropdown | None:
+    """How long "Always allow" lasts; None when there is only one choice (the session)."""
+    if len(scopes) < 2:
+        return None
+    choice = widgets.Dropdown(
+        options=[(f"for {SCOPE_TEXT[s]}", s) for s in scopes],
+        value="session" if "session" in scopes else scopes[0],
+        tooltip="How long Always allow lasts",
+        layout=widgets.Layout(width="auto"),
+    )
+    choice.add_class("qloop-card-scope")
+    return choice
 
 
 def _button(label: str, *, style: str = "", icon: str = "", tooltip: str = "") -> widgets.Button:
@@ -150,15 +317,21 @@ def _button(label: str, *, style: str = "", icon: str = "", tooltip: str = "") -
     )  # fmt: skip
 
 
-def describe(decision: Decision) -> str:
+def describe(
+    decision: Decision, request: ApprovalRequest | None = None, risk: Risk | None = None
+) -> str:
+    """The card's status line after the click."""
     match decision:
         case Approve():
             return "✔ approved"
         case ApproveEdited():
             return "✔ approved with your edits"
-        case AlwaysAllow(input=edited):
+        case AlwaysAllow(input=edited, scope=scope):
             edits = " with your edits" if edited is not None else ""
-            return f"✔ approved{edits} (always allowed for this session)"
+            what = ""
+            if request is not None and risk is not None:
+                what = Grant(request.call.name, risk, scope).what() + " "
+            return f"✔ approved{edits} ({what}always allowed for {SCOPE_TEXT[scope]})"
         case Deny(reason=reason):
             return f"✘ denied: {reason}" if reason else "✘ denied"
     raise AssertionError(decision)  # pragma: no cover
@@ -171,13 +344,20 @@ def _editable_text(request: ApprovalRequest) -> str | None:
 
 
 class CardApprover:
-    """Approver that shows a card in the running cell and waits for the click."""
+    """Approver that shows a card in the running cell and waits for the click.
 
-    def __init__(self, *, allow_always: bool = True) -> None:
+    ``scopes`` are the lifetimes "Always allow" offers (``notebook`` only where the notebook can
+    save grants).
+    """
+
+    def __init__(
+        self, *, allow_always: bool = True, scopes: Sequence[Scope] = DEFAULT_SCOPES
+    ) -> None:
         self.allow_always = allow_always
+        self.scopes = tuple(scopes)
 
     def decide(self, request: ApprovalRequest) -> Decision:
-        card = ApprovalCard(request, allow_always=self.allow_always)
+        card = ApprovalCard(request, allow_always=self.allow_always, scopes=self.scopes)
         try:
             display(card.widget)
         except KeyboardInterrupt:
@@ -186,9 +366,21 @@ class CardApprover:
         return card.wait()
 
 
-def _stop_and_wake(on_stop: Any) -> None:
-    on_stop()
-    wake()
+def show_unasked(request: ApprovalRequest, why: str) -> None:
+    """Show a call that runs without a card (by the policy or a grant): its class, why, and the
+    code, so what runs is always on screen."""
+    risk = request.risk
+    badge = f" {risk_badge(risk)}" if risk is not None else ""
+    name = html.escape(request.title)
+    code = _editable_text(request)
+    shown = highlight(code) if code is not None else ""
+    plain = f"→ {request.title} runs without asking ({risk or 'no class'}): {why}"
+    bundle = {
+        "text/html": f"<div class='qloop-unasked'><b>{name}</b>{badge} "
+        f"<span style='{MUTED}'>runs without asking: {html.escape(why)}</span>{shown}</div>",
+        "text/plain": plain + (f"\n{code}" if code is not None else ""),
+    }
+    display(bundle, raw=True)
 
 
 class StopButton:
@@ -196,10 +388,15 @@ class StopButton:
 
     def __init__(self, on_stop: Any) -> None:
         self.button = widgets.Button(description="Stop", icon="stop", button_style="warning")
-        self.button.on_click(lambda _: _stop_and_wake(on_stop))
+        self.on_stop = on_stop
+        self.button.on_click(lambda _: self._stop())
         self.label = widgets.HTML()
         self.widget = widgets.HBox([self.label, self.button])
         self.widget.add_class("qloop-live-status")
+
+    def _stop(self) -> None:
+        self.on_stop()
+        wake()
 
     def set_text(self, text: str) -> None:
         self.label.value = f"<span class='qloop-live-status-text'>{html.escape(text)}</span>"

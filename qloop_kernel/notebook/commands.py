@@ -1,13 +1,15 @@
-"""The ``%agent`` sub-commands: help, status, set, models, price, allow, reset, key, private."""
+"""The ``%agent`` sub-commands: help, status, set, models, price, allow, grants, revoke, reset, key,
+private."""
 
 from __future__ import annotations
 
+import difflib
 import getpass
 import keyword
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from IPython.core.error import UsageError
 from pydantic import ValidationError
@@ -20,20 +22,32 @@ HELP = """\
 %agent models                the known model ids with their price and status
 %agent price IN OUT [CW CR]  USD per million input/output (and cache write/read) tokens, for a
                              model without a known price; cache prices default to its family's
-%agent allow TOOL            run TOOL without asking for the rest of the session
-%agent reset                 start a fresh conversation
+%agent allow TOOL [CLASS|all] [session|notebook]
+                             run TOOL's calls of CLASS (default write) and milder ones without
+                             asking, for this session (default) or, saved, for this notebook
+%agent grants                what runs without asking: grants by tool, class and scope
+%agent revoke TOOL|all       remove the grants of TOOL (or all of them)
+%agent reset                 start a fresh conversation; clears the session's and cells' grants
 %agent key                   type the API key for this kernel (not shown, never saved)
 %agent private [NAME ...]    keep variables from the agent (tools refuse to show them); no NAME:
                              list them; --clear [NAME ...]: make them (or all) visible again
 options: --approve {{{policies}}} --max-turns N --max-cost USD --max-tokens N
-         --timeout SECONDS --code-timeout SECONDS --model NAME --new (fresh conversation) --fresh (ignore the saved record)"""
+         --timeout SECONDS --code-timeout SECONDS --model NAME --new (fresh conversation) --fresh (ignore the saved record)
+policies by risk class ({classes}): ask (a card per step; `%agent set ask_read off` runs
+  'read' steps without one), readonly ('read' steps run, the rest denied), write ('read' and
+  'write' run, the rest asks, or is denied headless), auto (everything runs), deny (nothing)"""
 
 
 def _help(magics: Any, args: list[str]) -> None:
     from ..permissions import POLICIES
     from ..settings import SETTABLE
+    from ..tools.risk import RISKS
 
-    print(HELP.format(settable=", ".join(SETTABLE), policies=",".join(POLICIES)))
+    print(
+        HELP.format(
+            settable=", ".join(SETTABLE), policies=",".join(POLICIES), classes=", ".join(RISKS)
+        )
+    )
 
 
 def _status(magics: Any, args: list[str]) -> None:
@@ -52,8 +66,9 @@ def _status(magics: Any, args: list[str]) -> None:
     )
     print(f"messages in the conversation: {len(manager.messages)}")
     print("settings: " + ", ".join(f"{k}={v}" for k, v in settings.items()))
-    if manager.always_allowed:
-        print("always allowed: " + ", ".join(sorted(manager.always_allowed)))
+    granted = magics.agent.grants
+    if len(granted):
+        print("grants: " + "; ".join(g.describe() for g in granted) + " (`%agent grants`)")
 
 
 def _set(magics: Any, args: list[str]) -> None:
@@ -99,16 +114,141 @@ def _price(magics: Any, args: list[str]) -> None:
     print(f"price: {price.describe()}{given}")
 
 
+ALLOW_USAGE = (
+    "usage: %agent allow TOOL [CLASS|all] [session|notebook], CLASS one of {classes} "
+    "(for example: %agent allow run_code write)"
+)
+
+
 def _allow(magics: Any, args: list[str]) -> None:
-    if len(args) != 1:
-        raise UsageError("usage: %agent allow TOOL (for example: %agent allow run_code)")
-    magics.agent.manager.always_allowed.add(args[0])
-    print(f"{args[0]} now runs without asking for the rest of this session")
+    from ..grants import SCOPE_TEXT, SCOPES, Grant, Scope
+
+    agent = magics.agent
+    tool = _known_tool(agent, args[0], "allow")
+    words = list(args[1:])
+    scope: Scope = "session"
+    if words and words[-1] in SCOPES:
+        scope = cast(Scope, words.pop())
+    if scope == "cell":
+        raise UsageError("%agent allow: a grant for one cell is made on that cell's approval card")
+    if len(words) > 1 or (words and tool.classify is None and words[0] != "all"):
+        raise UsageError(_allow_usage())
+    risk = _granted_class(tool, words[0] if words else None)
+    if scope == "notebook":
+        _need_notebook(agent, magics.shell)
+    grant = agent.grants.add(Grant(tool.name, risk, scope))
+    every = (
+        " (every class: deleting data and reaching outside the kernel too)" if risk is None else ""
+    )
+    print(f"{grant.what()}{every} now run without asking, for {SCOPE_TEXT[scope]}")
+    if risk is not None:
+        print(f"other {tool.name} steps still ask; `%agent revoke {tool.name}` removes the grant")
+
+
+def _allow_usage() -> str:
+    from ..tools.risk import RISKS
+
+    return ALLOW_USAGE.format(classes=", ".join(RISKS))
+
+
+def _granted_class(tool: Any, word: str | None) -> Any:
+    """The class ``%agent allow`` grants: None (every call) for "all" or an unclassified tool."""
+    from ..tools.risk import RISKS
+
+    if tool.classify is None or word == "all":
+        return None
+    if word is None:
+        return "write"
+    if word not in RISKS:
+        close = difflib.get_close_matches(word, RISKS, n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        raise UsageError(f"%agent allow: {word!r} is not a risk class{hint}. {_allow_usage()}")
+    return word
+
+
+def _need_notebook(agent: Any, shell: Any) -> None:
+    from .cell import current_cell
+
+    agent.load_notebook_grants(current_cell(shell))
+    if not agent.notebook_grants.available:
+        raise UsageError(
+            "%agent allow: this frontend cannot save grants in the notebook (it needs JupyterLab "
+            "with the qloop-kernel extension); grant for the session instead"
+        )
+
+
+def _known_tool(agent: Any, name: str, command: str, *, extra: tuple[str, ...] = ()) -> Any:
+    """The tool named ``name``; an unknown name is refused with the closest known names."""
+    tools = {t.name: t for t in agent.tools(agent.manager.settings)}
+    if name in tools:
+        return tools[name]
+    if name in extra:
+        return None
+    known = sorted([*tools, *extra])
+    close = difflib.get_close_matches(name, known, n=3)
+    hint = f"did you mean {' or '.join(close)}? " if close else ""
+    raise UsageError(
+        f"%agent {command}: no tool is named {name!r}; {hint}(tools: {', '.join(known)})"
+    )
+
+
+def _grants(magics: Any, args: list[str]) -> None:
+    from .cell import current_cell
+
+    agent = magics.agent
+    cell = current_cell(magics.shell)
+    agent.load_notebook_grants(cell)
+    granted = list(agent.grants)
+    print("grants (calls that run without an approval card):")
+    for grant in granted:
+        print(f"  {grant.describe()} (since {grant.granted_at[11:16] or '?'})")
+    if not granted:
+        print("  none")
+    notebook = agent.grants.notebook
+    if notebook.received:
+        listed = "; ".join(g.what() for g in notebook.received)
+        print(f"saved in this notebook but not applied ({notebook.problem}): {listed}")
+    settings = agent.manager.settings
+    policy = agent.policy_for(settings, cell)
+    reads = "run without asking" if not settings.ask_read else "ask"
+    print(f"policy: {policy}" + (f" ('read' steps {reads})" if policy == "ask" else ""))
+    if granted or notebook.received:
+        print("remove with `%agent revoke TOOL` or `%agent revoke all`")
+
+
+def _revoke(magics: Any, args: list[str]) -> None:
+    agent = magics.agent
+    name = args[0]
+    named = {g.tool for g in agent.grants} | {g.tool for g in agent.grants.notebook.received}
+    if name != "all":
+        _known_tool(agent, name, "revoke", extra=("all", *sorted(named)))
+    from .cell import current_cell
+
+    agent.notebook_grants.use_cell(current_cell(magics.shell))
+    gone = agent.grants.revoke(None if name == "all" else name)
+    if not gone:
+        print(f"no grants to revoke{'' if name == 'all' else f' for {name}'}")
+        return
+    print("revoked: " + "; ".join(g.describe() for g in gone))
+    if any(g.scope == "notebook" for g in gone):
+        print("the notebook's saved grants are updated (save the notebook to keep the change)")
 
 
 def _reset(magics: Any, args: list[str]) -> None:
-    magics.agent.manager.reset()
-    print(f"fresh conversation (session {magics.agent.manager.session_id})")
+    agent = magics.agent
+    manager = agent.manager
+    messages, turns, calls = len(manager.messages), len(manager.records), manager.totals.turns
+    cleared = agent.grants.clear_session()
+    manager.reset()
+    grants = "; ".join(g.describe() for g in cleared)
+    print(
+        f"fresh conversation (session {manager.session_id}): cleared {messages} message(s), "
+        f"{turns} replayed turn(s) and the totals of {calls} turn(s) from the conversation, and "
+        f"{len(cleared)} grant(s)" + (f" ({grants})" if grants else "")
+    )
+    kept = len(agent.grants.in_notebook())
+    notebook = f", {kept} grant(s) saved in this notebook (`%agent revoke all`)" if kept else ""
+    print(f"kept: settings, private variables{notebook}")
 
 
 def _key(magics: Any, args: list[str]) -> None:
@@ -153,7 +293,9 @@ COMMANDS = {
     "set": Command(_set, (2,)),
     "models": Command(_models, (0,)),
     "price": Command(_price, (1, 2, 4)),
-    "allow": Command(_allow, (1,)),
+    "allow": Command(_allow, (1, 2, 3)),
+    "grants": Command(_grants, (0,)),
+    "revoke": Command(_revoke, (1,)),
     "reset": Command(_reset, (0,)),
     "key": Command(_key, (0,)),
     "private": Command(_private, tuple(range(33))),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 from IPython.display import HTML, display
@@ -71,9 +72,11 @@ class TurnDisplay(TurnObserver):
         max_turns: int,
         cancel: CancelToken,
         cards_for: set[str],
+        grants: Callable[[], str] | None = None,
     ) -> None:
         self.max_turns = max_turns
         self.cards_for = cards_for  # tools whose calls show an approval card instead of a line
+        self.grants = grants  # the active grants, in one line, shown on the status line
         self.started = time.monotonic()
         self.usage = Usage()
         self.cost: float | None = None
@@ -144,7 +147,9 @@ class TurnDisplay(TurnObserver):
 
     def _status(self) -> str:
         elapsed = time.monotonic() - self.started
-        return status_text(self.model_calls, self.max_turns, elapsed, self.usage, self.cost)
+        text = status_text(self.model_calls, self.max_turns, elapsed, self.usage, self.cost)
+        granted = self.grants() if self.grants is not None else ""
+        return f"{text} · {granted}" if granted else text
 
     def _show_status(self, text: str) -> None:
         if self._stop is not None:

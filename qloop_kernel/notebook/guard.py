@@ -26,7 +26,7 @@ class StepGuard:
         self.agent = agent
         self._before: dict[str, Any] = {}
         self._originals: list[tuple[Any, str, Any]] = []
-        self._grants: set[str] = set()
+        self._grants: Any = None
 
     def before(self, runtime: ToolRuntime) -> None:
         self._before = self._state(runtime)
@@ -53,25 +53,36 @@ class StepGuard:
         """Put back what the step replaced, so later cells ask as before."""
         for owner, name, value in self._originals:
             setattr(owner, name, value)
-        runtime.always_allowed.clear()
-        runtime.always_allowed.update(self._grants)
+        runtime.grants.restore(self._grants)
+        runtime.policy = self._policy
         self.agent.manager.settings = self._settings
         self.agent.base_settings = self._base
 
     def _remember(self, runtime: ToolRuntime) -> None:
-        from ..permissions import AutoApprover, PolicyDenier
+        from ..grants import Grants
+        from ..permissions import ApprovalPolicy, AutoApprover, PolicyDenier
         from .approval import ApprovalCard, CardApprover
 
         owners = [(CardApprover, "decide"), (ApprovalCard, "wait"), (ApprovalCard, "_decide"),
                   (AutoApprover, "decide"), (PolicyDenier, "decide"), (type(runtime), "run"),
-                  (type(runtime), "_execute"), (type(runtime.approver), "decide")]  # fmt: skip
+                  (type(runtime), "_execute"), (type(runtime), "_permit"),
+                  (type(runtime.approver), "decide"), (ApprovalPolicy, "verdict"),
+                  (Grants, "covering")]  # fmt: skip
         self._originals = [(o, n, o.__dict__[n]) for o, n in owners if n in o.__dict__]
-        self._grants = set(runtime.always_allowed)
+        self._grants = runtime.grants.snapshot()
+        self._policy = runtime.policy
         self._settings = self.agent.manager.settings
         self._base = self.agent.base_settings
 
     def _state(self, runtime: ToolRuntime) -> dict[str, Any]:
-        from ..permissions import AutoApprover, PolicyDenier, policy_approver
+        from ..grants import Grants
+        from ..permissions import (
+            ApprovalPolicy,
+            AutoApprover,
+            PolicyDenier,
+            policy_approver,
+            policy_verdict,
+        )
         from .approval import ApprovalCard, CardApprover
 
         approver = runtime.approver
@@ -80,16 +91,32 @@ class StepGuard:
             "the approver": (id(approver), type(approver), dict(vars(approver))),
             "the approver's decide": getattr(type(approver), "decide", None),
             "the approval card": (CardApprover.decide, ApprovalCard.wait, ApprovalCard._decide),
-            "the policies": (policy_approver, AutoApprover.decide, PolicyDenier.decide),
-            "the grants": (id(runtime.always_allowed), frozenset(runtime.always_allowed),
-                           frozenset(manager.always_allowed)),  # fmt: skip
+            "the policies": (
+                policy_approver,
+                policy_verdict,
+                AutoApprover.decide,
+                PolicyDenier.decide,
+                ApprovalPolicy.verdict,
+            ),
+            "the policy": runtime.policy,
+            "the grants": (
+                id(runtime.grants),
+                runtime.grants.snapshot(),
+                runtime.grants is self.agent.grants,
+                Grants.covering,
+            ),
             "the settings": manager.settings.model_dump_json(),
             "the kernel's policy": self.agent.base_settings.model_dump_json(),
             "the tools": _tool_table(runtime),
             "the registered tools": tuple(
                 (t.name, t.requires_approval, id(t)) for t in user.registered_tools()
             ),
-            "the guard": (type(runtime).run, type(runtime)._execute, runtime.guard is self),
+            "the guard": (
+                type(runtime).run,
+                type(runtime)._execute,
+                type(runtime)._permit,
+                runtime.guard is self,
+            ),
         }
 
 

@@ -9,22 +9,37 @@ comes from never depends on the notebook's own text (a cell's ``--approve`` opti
 Taking the saved conversation into the session is part of what is approved. Steps run through the same
 ToolRuntime as a turn (log line, code timeout). A step that now fails stops the replay; the saved record
 is kept unchanged.
+
+Which saved calls replay is a property of their tool (``Tool.replayable``), and each step is classified
+the way a turn's step is: the card lists every step's class and reasons, and the policy decides on the
+most severe class among the steps (``readonly`` replays a turn of ``read`` steps without a card).
 """
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..conversation import ConversationManager
 from ..messages import ToolCall, ToolOutcome
-from ..permissions import ApprovalRequest, Approve, Decision, Deny, Policy, policy_approver
+from ..permissions import (
+    HEADLESS_HINT,
+    ApprovalPolicy,
+    ApprovalRequest,
+    Approve,
+    Decision,
+    Deny,
+    Policy,
+)
 from ..records import CellRecord, ToolCallRecord
 from ..records.drift import changed_after
+from ..records.schema import REPLAYABLE_DECISIONS
 from ..records.text import usage_line
 from ..settings import Settings
-from ..tools.runtime import ToolRuntime
+from ..tools.risk import Assessment, Reason, most_severe
+from ..tools.runtime import Tool, ToolRuntime
 from .cell import AgentError, CellContext, store_for
 
 RECEIVED_OPT_IN = "QLOOP_REPLAY_RECEIVED"  # set by `qloop run --replay-received`, never by a notebook
@@ -39,6 +54,7 @@ class ReplayHost(Protocol):
 
     manager: ConversationManager
     shell: Any
+    base_settings: Settings  # the kernel's configuration: the policy for hidden code
 
     def replay_runtime(self) -> ToolRuntime:
         """A runtime with the turn's tools whose approval was given by the replay's own card."""
@@ -52,10 +68,23 @@ class ReplayPlan:
     steps: list[ToolCallRecord]
     received: bool
     drift: tuple[str, ...] = ()  # what differs now from when the turn ran
+    shown: tuple[str, ...] = ()  # each step as the card shows it (its code)
+    assessments: tuple[Assessment | None, ...] = ()  # each step's class, None for unclassified
 
     @property
     def codes(self) -> list[str]:
-        return [str(step.input["code"]) for step in self.steps]
+        return list(self.shown) or [str(step.input.get("code", "")) for step in self.steps]
+
+    def assessment(self) -> Assessment:
+        """The steps' classes as one: the most severe, with every reason named by its step."""
+        reasons: list[Reason] = []
+        for index, found in enumerate(self.assessments, 1):
+            if found is None:
+                reasons.append(StepReason(1, "unknown", "cannot be classified", step=index))
+                continue
+            reasons += [StepReason(r.line, r.risk, r.text, step=index) for r in found.reasons]
+        risks = [a.risk if a is not None else "unknown" for a in self.assessments]
+        return Assessment(most_severe(risks), tuple(reasons), None)
 
     def request(self) -> ApprovalRequest:
         notices = [RECEIVED_NOTICE] if self.received else []
@@ -67,8 +96,47 @@ class ReplayPlan:
                 "cells of this kernel"
             )
         title = f"Replay {len(self.steps)} saved code step(s)"
-        details = {"steps": self.codes, "notices": notices}
-        return ApprovalRequest(ToolCall("replay", "replay", {"steps": self.codes}), title, None, details)
+        details = {"steps": self.codes, "notices": notices, "assessments": list(self.assessments)}
+        call = ToolCall("replay", "replay", {"steps": self.codes})
+        return ApprovalRequest(call, title, None, details, assessment=self.assessment())
+
+
+@dataclass(frozen=True)
+class StepReason(Reason):
+    """A reason of one replayed step: "step 2, line 1: changes df, which exists"."""
+
+    step: int = 0
+
+    def __str__(self) -> str:
+        return f"step {self.step}, line {self.line}: {self.text}"
+
+
+def replay_steps(record: CellRecord, tools: dict[str, Tool]) -> list[ToolCallRecord]:
+    """The saved calls a replay runs again: calls of tools that replay (``Tool.replayable``), that
+    were approved and ran without an error, whose editable input (the code) is text."""
+    steps = []
+    for call in record.tool_calls:
+        tool = tools.get(call.name)
+        if tool is None or not tool.replayable:
+            continue
+        field = tool.editable_field
+        shown = field is None or isinstance(call.input.get(field), str)
+        if call.decision.kind in REPLAYABLE_DECISIONS and not call.is_error and shown:
+            steps.append(call)
+    return steps
+
+
+def plan_for(record: CellRecord, tools: dict[str, Tool], drift: tuple[str, ...]) -> ReplayPlan:
+    """What the replay of ``record`` runs, each step as shown and classified now."""
+    steps = replay_steps(record, tools)
+    shown, assessments = [], []
+    for step in steps:
+        tool = tools[step.name]
+        field = tool.editable_field
+        value = step.input.get(field) if field else None
+        shown.append(value if isinstance(value, str) else json.dumps(step.input, indent=2))
+        assessments.append(tool.assessment(dict(step.input)))
+    return ReplayPlan(record, steps, not record.is_own(), drift, tuple(shown), tuple(assessments))
 
 
 def replay(host: ReplayHost, record: CellRecord, policy: Policy, cell: CellContext) -> None:
@@ -76,13 +144,15 @@ def replay(host: ReplayHost, record: CellRecord, policy: Policy, cell: CellConte
     from .display import line, show_answer
 
     drift = tuple(drift_before(host.shell, record))
-    plan = ReplayPlan(record, record.replay_steps(), not record.is_own(), drift)
+    runtime = host.replay_runtime()
+    plan = plan_for(record, runtime.tools, drift)
     line(f"replaying the saved turn: {len(plan.steps)} code step(s), no model call now "
          f"(the original turn: {usage_line(record)}); run with --fresh to ask the model again")  # fmt: skip
     if drift:
         line("changed since the turn ran: " + "; ".join(drift), "warn")
     host.manager.keep(record, store_for(cell))
-    decision = _decide(plan, policy, cell)
+    decision = _decide(plan, ApprovalPolicy(policy, cell.interactive,
+                                            host.base_settings.ask_read, HEADLESS_HINT), cell)  # fmt: skip
     if isinstance(decision, Deny):
         if plan.received and plan.steps and not cell.interactive:
             raise AgentError(f"replay not run: {decision.reason}")
@@ -90,7 +160,7 @@ def replay(host: ReplayHost, record: CellRecord, policy: Policy, cell: CellConte
         if record.answer:
             show_answer(record.answer, replayed=False)
         return
-    differing = _run_steps(host.replay_runtime(), plan)
+    differing = _run_steps(runtime, plan)
     differing += changed_after(record.fingerprint, host.shell.user_ns)
     if not host.manager.adopt(record):
         line("the saved conversation cannot be sent to the model again; later agent cells will not "
@@ -153,14 +223,16 @@ def _output_changes(step: ToolCallRecord, outcome: ToolOutcome) -> list[str]:
     return output_differences(step, outcome.text, [i.sha256 for i in images if i is not None])
 
 
-def _decide(plan: ReplayPlan, policy: Policy, cell: CellContext) -> Decision:
-    """The approval of a replay: the card, the configured policy, or the received-record opt-in."""
+def _decide(plan: ReplayPlan, policy: ApprovalPolicy, cell: CellContext) -> Decision:
+    """The approval of a replay: the card, the configured policy by the steps' most severe class,
+    or the received-record opt-in."""
     from .approval import CardApprover
 
     if not plan.steps and not plan.received:
         return Approve()  # nothing runs; the user's own conversation is taken back
-    if cell.interactive and (plan.received or policy == "ask"):
-        return CardApprover(allow_always=False).decide(plan.request())
+    request = plan.request()
+    if cell.interactive and plan.received:
+        return CardApprover(allow_always=False).decide(request)
     if plan.received and os.environ.get(RECEIVED_OPT_IN) != "1":
         return Deny(
             "the saved record was received from elsewhere (not signed by your kernel); replay it "
@@ -169,7 +241,12 @@ def _decide(plan: ReplayPlan, policy: Policy, cell: CellContext) -> Decision:
         )
     if plan.received:
         return Approve()  # the user opted in on the command line
-    return policy_approver(policy, None).decide(plan.request())
+    verdict = policy.verdict(request.risk)
+    if verdict == "run":
+        return Approve(policy.name)
+    if verdict == "deny":
+        return policy.denial(request)
+    return CardApprover(allow_always=False).decide(request)
 
 
 def replay_policy(base: Settings, cell: CellContext) -> Policy:

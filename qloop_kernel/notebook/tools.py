@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any
 
 from annotated_types import Interval
 
@@ -12,6 +13,9 @@ from ..tools.namespace import MAX_ROWS
 from ..tools.runtime import Tool
 from ..tools.user import with_registered
 from .code import CodeRunner
+
+if TYPE_CHECKING:
+    from ..tools.risk import Assessment
 
 
 def builtin_tools(
@@ -76,10 +80,29 @@ def builtin_tools(
         [
             Tool.from_function(list_variables, requires_approval=False),
             Tool.from_function(inspect_variable, requires_approval=False),
-            Tool.from_function(runner.run_code, name="run_code", editable_field="code"),
+            Tool.from_function(
+                runner.run_code,
+                name="run_code",
+                editable_field="code",
+                classify=code_classifier(shell),
+                replayable=True,
+            ),
             Tool.from_function(notebook_history, requires_approval=False),
         ]
     )
+
+
+def code_classifier(shell: Any) -> Callable[[dict[str, Any]], Assessment]:
+    """The risk class of a ``run_code`` input: the source IPython would run (magics and ``!``
+    transformed), against the names the user's namespace holds now. Nothing is executed."""
+    from ..tools.risk import classify
+
+    def assess(input: dict[str, Any]) -> Assessment:
+        source = shell.transform_cell(str(input.get("code", "")))
+        hidden = shell.user_ns_hidden
+        return classify(source, frozenset(n for n in shell.user_ns if n not in hidden))
+
+    return assess
 
 
 def session_private_variables(shell: Any) -> PrivateVariables:

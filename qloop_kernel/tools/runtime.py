@@ -14,23 +14,29 @@ import time
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, get_type_hints
+from typing import TYPE_CHECKING, Any, Protocol, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from ..errors import ToolFailure, ToolInputError
+from ..grants import Grant, Grants
 from ..messages import Block, DecisionKind, ToolCall, ToolOutcome, now_iso
 from ..permissions import (
     AlwaysAllow,
+    ApprovalPolicy,
     ApprovalRequest,
     Approve,
     ApproveEdited,
     Approver,
     Decision,
     Deny,
+    denial_line,
 )
 from ..redact import redact_text
 from ..text import truncate as bounded
+
+if TYPE_CHECKING:
+    from .risk import Assessment
 
 log = logging.getLogger("qloop.tools")
 
@@ -38,11 +44,14 @@ MAX_RESULT_CHARS = 20_000
 _ARG_LINE = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.+)$")
 
 
-
-
 @dataclass
 class Tool:
-    """A plain function exposed to the model, with its input schema and approval need."""
+    """A plain function exposed to the model, with its input schema and approval need.
+
+    ``classify`` gives a call's risk class from its input (``run_code`` reads the code); calls of a
+    tool without one have no class, and policies count them as ``unknown``. ``replayable`` calls
+    are re-run by a replay of a saved cell, with their saved (approved) input.
+    """
 
     name: str
     description: str
@@ -52,6 +61,8 @@ class Tool:
     editable_field: str | None = None
     takes_model: bool = False
     replaces: bool = False  # registered with replace=True: may take a built-in tool's name
+    classify: Callable[[dict[str, Any]], Assessment] | None = None
+    replayable: bool = False
     _schema: dict[str, Any] | None = field(default=None, init=False, repr=False)
 
     @classmethod
@@ -62,6 +73,8 @@ class Tool:
         name: str | None = None,
         requires_approval: bool = True,
         editable_field: str | None = None,
+        classify: Callable[[dict[str, Any]], Assessment] | None = None,
+        replayable: bool = False,
     ) -> Tool:
         """Build a tool from type hints and docstring, or from a single pydantic-model parameter."""
         summary, arg_docs = _parse_docstring(inspect.getdoc(func) or "")
@@ -74,7 +87,24 @@ class Tool:
             requires_approval=requires_approval,
             editable_field=editable_field,
             takes_model=takes_model,
+            classify=classify,
+            replayable=replayable,
         )
+
+    def assessment(self, input: dict[str, Any]) -> Assessment | None:
+        """The risk class of a call with this input (None for a tool without a classifier).
+
+        A classifier that fails gives ``unknown``: what cannot be read is never milder.
+        """
+        if self.classify is None:
+            return None
+        try:
+            return self.classify(input)
+        except Exception as exc:  # the classifier's failure must not crash the turn
+            from .risk import Assessment, Reason
+
+            why = f"could not be classified ({type(exc).__name__}: {exc})"
+            return Assessment("unknown", (Reason(1, "unknown", why),), None)
 
     def schema(self) -> dict[str, Any]:
         """The Messages API tool definition, built once (pydantic schema generation is slow).
@@ -135,9 +165,7 @@ def _input_model(
         annotation = hints.get(param.name, Any)
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[param.name] = (annotation, Field(default, description=arg_docs.get(param.name)))
-    model = create_model(
-        f"{func.__name__}_input", __config__=ConfigDict(extra="forbid"), **fields
-    )
+    model = create_model(f"{func.__name__}_input", __config__=ConfigDict(extra="forbid"), **fields)
     return model, False
 
 
@@ -203,14 +231,23 @@ class StepGuard(Protocol):
 
 @dataclass
 class ToolRuntime:
-    """Runs the model's tool calls: lookup, validation, permission, execution, formatting, logging."""
+    """Runs the model's tool calls: lookup, validation, permission, execution, formatting, logging.
+
+    Permission, for a tool that needs approval: the policy decides by the call's risk class (run,
+    ask, deny); a call it would ask about runs without asking when a grant covers it; otherwise the
+    approver (the card, or a denier when nobody can click) decides. ``on_unasked`` is told of each
+    call that runs without a card, before it runs, so the notebook can show what runs.
+    """
 
     tools: dict[str, Tool]
     approver: Approver
-    always_allowed: set[str] = field(default_factory=set)
+    grants: Grants = field(default_factory=Grants)
+    policy: ApprovalPolicy = field(default_factory=ApprovalPolicy)
+    cell_id: str | None = None  # the agent cell of the turn, for grants scoped to a cell
     max_result_chars: int = MAX_RESULT_CHARS
     clock: Callable[[], float] = time.monotonic
     guard: StepGuard | None = None
+    on_unasked: Callable[[ApprovalRequest, str], None] | None = None
 
     @classmethod
     def of(cls, tools: Iterable[Tool], approver: Approver, **kwargs: Any) -> ToolRuntime:
@@ -234,6 +271,16 @@ class ToolRuntime:
         self._log(outcome)
         return outcome
 
+    def request(self, tool: Tool, call: ToolCall, input: dict[str, Any]) -> ApprovalRequest:
+        """What the approver is asked about a call that would run with ``input``."""
+        return ApprovalRequest(
+            call,
+            title=tool.name,
+            editable_field=tool.editable_field,
+            assessment=tool.assessment(input),
+            classify=tool.assessment if tool.classify is not None else None,
+        )
+
     def _run(self, call: ToolCall) -> ToolOutcome:
         tool = self.tools.get(call.name)
         if tool is None:
@@ -243,45 +290,62 @@ class ToolRuntime:
             validated = tool.input_model.model_validate(call.input)
         except ValidationError as exc:
             return self._error(call, format_validation_error(tool, exc))
-        kind, reason, waited, validated = self._permit(tool, call, validated)
-        if kind == "denied":
-            return self._denied(call, reason, waited)
+        kind, denial, waited, validated = self._permit(tool, call, validated)
+        if denial is not None:
+            return self._denied(call, denial, waited)
         return self._execute(tool, call, validated, kind, waited)
 
     def _permit(
         self, tool: Tool, call: ToolCall, validated: BaseModel
-    ) -> tuple[DecisionKind, str | None, float, BaseModel]:
+    ) -> tuple[DecisionKind, Deny | None, float, BaseModel]:
         if not tool.requires_approval:
             return "readonly", None, 0.0, validated
-        if tool.name in self.always_allowed:
+        request = self.request(tool, call, validated.model_dump(mode="json"))
+        verdict = self.policy.verdict(request.risk)
+        if verdict == "deny":
+            return "denied", self.policy.denial(request), 0.0, validated
+        if verdict == "run":
+            self._tell_unasked(request, f"the approval policy '{self.policy.name}' runs it")
+            return "auto", None, 0.0, validated
+        grant = self.grants.covering(tool.name, request.risk, self.cell_id)
+        if grant is not None:
+            self._tell_unasked(request, f"allowed without asking: {grant.describe()}")
             return "always", None, 0.0, validated
-        request = ApprovalRequest(call, title=tool.name, editable_field=tool.editable_field)
         asked = self.clock()
         decision = self.approver.decide(request)
         waited = self.clock() - asked
-        kind, reason, edited = self._apply(tool, decision)
-        return kind, reason, waited, edited or validated
+        kind, denial, edited = self._apply(tool, request, decision)
+        return kind, denial, waited, edited or validated
 
     def _apply(
-        self, tool: Tool, decision: Decision
-    ) -> tuple[DecisionKind, str | None, BaseModel | None]:
+        self, tool: Tool, request: ApprovalRequest, decision: Decision
+    ) -> tuple[DecisionKind, Deny | None, BaseModel | None]:
         match decision:
-            case Deny(reason=reason):
-                return "denied", reason, None
-            case AlwaysAllow(input=None):
-                self.always_allowed.add(tool.name)
+            case Deny():
+                return "denied", decision, None
+            case AlwaysAllow(input=None, scope=scope):
+                self._grant(tool, request.risk, scope)
                 return "always", None, None
             case AlwaysAllow(input=edited) | ApproveEdited(input=edited):
                 try:
                     validated = tool.input_model.model_validate(edited)
                 except ValidationError as exc:
-                    return "denied", "the edited input is invalid: " + str(exc), None
-                if isinstance(decision, AlwaysAllow):
-                    self.always_allowed.add(tool.name)
+                    return "denied", Deny("the edited input is invalid: " + str(exc)), None
+                if isinstance(decision, AlwaysAllow):  # the class of what runs: the edit's
+                    ran = tool.assessment(validated.model_dump(mode="json"))
+                    self._grant(tool, ran.risk if ran is not None else None, decision.scope)
                 return "edited", None, validated
-            case Approve():
-                return "approved", None, None
+            case Approve(policy=policy):
+                return ("approved" if policy is None else "auto"), None, None
         raise AssertionError(decision)  # pragma: no cover - the union is closed
+
+    def _grant(self, tool: Tool, risk: Any, scope: Any) -> Grant:
+        cell = self.cell_id if scope == "cell" else None
+        return self.grants.add(Grant(tool.name, risk, scope, cell))
+
+    def _tell_unasked(self, request: ApprovalRequest, why: str) -> None:
+        if self.on_unasked is not None:
+            self.on_unasked(request, why)
 
     def _execute(
         self, tool: Tool, call: ToolCall, validated: BaseModel, kind: DecisionKind, waited: float
@@ -309,22 +373,36 @@ class ToolRuntime:
             content = [{"type": "text", "text": redact_text(truncate(note, 4000))}, *content]
         return ToolOutcome(call, content, False, kind, as_run, approval_wait_s=waited)
 
-    def _denied(self, call: ToolCall, reason: str | None, waited: float) -> ToolOutcome:
-        said = reason.strip() if reason else ""
-        text = (
-            f"The user denied this call: {said}"
-            if said
-            else "The user denied this call (no reason given)."
-        )
-        if not said.startswith("not run: the approval policy"):
-            text += " It was not run. Take the reason into account; do not repeat the same call."
+    def _denied(self, call: ToolCall, decision: Deny, waited: float) -> ToolOutcome:
+        """A denied call: the first line is the short sentence a person reads; the model reads all.
+
+        The record keeps the user's own reason, or the policy's short sentence.
+        """
+        said = decision.reason.strip()
+        if decision.policy is not None:
+            kept = denial_line(decision)
+            text = (
+                f"Not run: {kept}.\n{said}.\nDo not repeat it or make the same change another way; "
+                "tell the user what needs their approval."
+            )
+        else:
+            kept = said
+            first = (
+                f"The user denied this call: {said}"
+                if said
+                else ("The user denied this call (no reason given).")
+            )
+            text = (
+                first
+                + "\nIt was not run. Take the reason into account; do not repeat the same call."
+            )
         return ToolOutcome(
             call,
             [{"type": "text", "text": text}],
             True,
             "denied",
             call.input,
-            said or None,
+            kept or None,
             0.0,
             waited,
         )

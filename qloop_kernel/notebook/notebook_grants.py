@@ -1,0 +1,142 @@
+"""The notebook's grants: read from and saved into the notebook's metadata through the ``qloop`` comm.
+
+The kernel never reads the .ipynb. When an agent cell (or ``%agent grants``) runs from a frontend
+connection it has not heard from, it opens a comm to the ``qloop`` target with a ``hello``; the
+JupyterLab extension answers with the notebook's path and its ``qloop_grants`` metadata, and the
+kernel waits for that answer (briefly, pumping the shell like an approval card does). Only the
+answer from the connection that sent the running cell counts: another notebook on the same kernel
+answers too. Grants signed by this user for this notebook apply; others are kept only to be shown.
+Saving sends ``set_notebook_metadata`` with the running cell's id, so only that cell's notebook
+writes it. Without the extension nothing is saved and "this notebook" is not offered.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from typing import Any
+
+from ..grants import NOTEBOOK_KEY, Grant, Grants, NotebookGrants, open_notebook_grants
+from ..grants import seal_notebook_grants as seal
+from .cell import CellContext
+from .pump import wait_until, wake
+
+log = logging.getLogger("qloop.grants")
+COMM_TARGET = "qloop"
+ANSWER_TIMEOUT_S = 2.0  # JupyterLab answers in milliseconds; a frontend without the extension never
+
+
+class NotebookGrantStore:
+    """Loads the open notebook's grants into ``grants`` and saves them back when they change."""
+
+    def __init__(self, grants: Grants, *, timeout_s: float = ANSWER_TIMEOUT_S) -> None:
+        self.grants = grants
+        self.timeout_s = timeout_s
+        self.path: str | None = None  # the notebook's path, as its frontend reports it
+        self._client: str | None = None  # the frontend connection whose notebook is loaded
+        self._asked = False
+        self._cell_id: str | None = None
+        self._comm: Any = None
+        self._ids = itertools.count(1)
+        grants.on_notebook_change = self._save
+
+    @property
+    def available(self) -> bool:
+        """True when a frontend answered: grants for "this notebook" can be saved."""
+        return self.path is not None
+
+    def load(self, cell: CellContext) -> NotebookGrants | None:
+        """Load the notebook of ``cell``'s frontend if not done yet; returns what was newly
+        loaded (to be shown), or None."""
+        if not cell.interactive:
+            return None
+        self._cell_id = cell.cell_id
+        if self._asked and cell.client == self._client:
+            return None
+        self._asked, self._client = True, cell.client
+        answer = self._hello(cell.client)
+        path = answer.get("notebook_path") if answer else None
+        if not isinstance(path, str) or not path:
+            self.path = None
+            self.grants.load_notebook(NotebookGrants())
+            return None
+        self.path = path
+        saved = open_notebook_grants(answer.get("notebook_grants") if answer else None, path)
+        self.grants.load_notebook(saved)
+        return saved
+
+    def _hello(self, client: str | None) -> dict[str, Any] | None:
+        """The frontend's answer to a ``hello`` on a new comm, or None (no extension, timeout)."""
+        from comm import create_comm
+
+        request_id = f"g{next(self._ids)}"
+        answers: list[dict[str, Any]] = []
+        closed = threading.Event()
+
+        def on_msg(msg: dict[str, Any]) -> None:
+            data = msg.get("content", {}).get("data", {})
+            session = msg.get("header", {}).get("session")
+            ours = isinstance(data, dict) and data.get("request_id") == request_id
+            if ours and data.get("ok") and (client is None or session == client):
+                answers.append(data)
+                wake()
+
+        def on_close(msg: Any) -> None:
+            closed.set()
+            wake()
+
+        try:
+            comm = create_comm(
+                target_name=COMM_TARGET, data={"op": "hello", "request_id": request_id}
+            )
+        except Exception as exc:  # no frontend to talk to
+            log.info("qloop comm unavailable (%s); notebook grants are not loaded", exc)
+            return None
+        comm.on_msg(on_msg)
+        comm.on_close(on_close)
+        wait_until(lambda: bool(answers) or closed.is_set(), self.timeout_s)
+        self._comm = None if closed.is_set() else comm
+        return answers[0] if answers else None
+
+    def _save(self, grants: tuple[Grant, ...]) -> None:
+        """Write the notebook's grants into its metadata, signed (only the running cell's
+        notebook takes the write)."""
+        if self.path is None or self._cell_id is None or self._comm is None:
+            log.info("notebook grants not saved: no frontend holds this notebook")
+            return
+        payload = {
+            "op": "set_notebook_metadata",
+            "request_id": f"g{next(self._ids)}",
+            "cell_id": self._cell_id,
+            "key": NOTEBOOK_KEY,
+            "value": seal(grants, self.path),
+        }
+        try:
+            self._comm.send(payload)
+        except Exception as exc:  # a closed comm: the grant still holds for this session
+            log.info("notebook grants not saved (%s)", exc)
+            self._comm = None
+
+    def use_cell(self, cell: CellContext) -> None:
+        """Remember the running cell: a save goes to the notebook that holds it."""
+        if cell.interactive:
+            self._cell_id = cell.cell_id
+
+
+def notebook_notice(saved: NotebookGrants) -> tuple[str, str] | None:
+    """What to tell the user about a newly opened notebook's grants: (text, kind), or None."""
+    if not saved.grants:
+        return None
+    listed = "; ".join(g.what() for g in saved.grants)
+    if saved.own:
+        return (
+            f"this notebook's saved grants apply: {listed} run without asking "
+            "(`%agent grants` lists them, `%agent revoke TOOL|all` removes them)",
+            "warn",
+        )
+    return (
+        f"this notebook holds approval grants that do not apply: {saved.problem} ({listed}); "
+        "these calls still ask. `%agent revoke all` removes them from the notebook",
+        "warn",
+    )
