@@ -1,15 +1,23 @@
 /**
  * The comm bridge: lets the notebook's kernel read and write `metadata.qloop`
- * of the cells of that notebook.
+ * of the cells of that notebook, and the notebook's saved approval grants.
  */
-import { ISessionContext } from '@jupyterlab/apputils';
+import { ISessionContext, Notification } from '@jupyterlab/apputils';
 import { ICellModel } from '@jupyterlab/cells';
 import { INotebookModel } from '@jupyterlab/notebook';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
+import { nullTranslator } from '@jupyterlab/translation';
 import { JSONObject } from '@lumino/coreutils';
 
+import { grantsNotice } from './grants';
+import { TRANSLATION_DOMAIN } from './labels';
 import { trackLiveClient } from './live';
-import { ICellLookup, handleRequest } from './protocol';
+import {
+  GRANTS_KEY,
+  ICellLookup,
+  INotebookMetadata,
+  handleRequest
+} from './protocol';
 import { COMM_TARGET, isJSONObject } from './record';
 import { EXTENSION_VERSION } from './version';
 
@@ -20,7 +28,23 @@ const HELLO: JSONObject = {
 
 /** Looks cells up by id in a notebook model that may close meanwhile. */
 export class NotebookCells implements ICellLookup {
-  constructor(private readonly _model: () => INotebookModel | null) {}
+  constructor(
+    private readonly _model: () => INotebookModel | null,
+    private readonly _path: () => string = () => ''
+  ) {}
+
+  /** The notebook's path and metadata, or undefined once it is closed. */
+  notebook(): INotebookMetadata | undefined {
+    const model = this._model();
+    if (!model || model.isDisposed) {
+      return undefined;
+    }
+    return {
+      path: this._path(),
+      getMetadata: key => model.getMetadata(key),
+      setMetadata: (key, value) => model.setMetadata(key, value)
+    };
+  }
 
   /** The cell with this id, or undefined. */
   findCell(cellId: string): ICellModel | undefined {
@@ -87,9 +111,25 @@ export function connectCommBridge(
   sessionContext: ISessionContext,
   model: () => INotebookModel | null
 ): void {
-  const cells = new NotebookCells(model);
+  const cells = new NotebookCells(model, () => sessionContext.path);
   register(sessionContext.session?.kernel, cells);
   sessionContext.kernelChanged.connect((_, change) =>
     register(change.newValue, cells)
   );
+  // The session starts once the notebook's content is loaded.
+  sessionContext.ready
+    .then(() => showSavedGrants(model()))
+    .catch(reason => console.debug('qloop: no session', reason));
+}
+
+/** Tell the user, once on open, that the notebook saves approval grants. */
+function showSavedGrants(model: INotebookModel | null): void {
+  if (!model || model.isDisposed) {
+    return;
+  }
+  const trans = nullTranslator.load(TRANSLATION_DOMAIN);
+  const notice = grantsNotice(model.getMetadata(GRANTS_KEY), trans);
+  if (notice) {
+    Notification.warning(notice, { autoClose: false });
+  }
 }

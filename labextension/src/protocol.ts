@@ -3,8 +3,11 @@
  *
  * Every request carries an `op` and a `request_id`; every request gets exactly
  * one `ack` with the same `request_id`. A malformed request gets `ok: false`
- * with the reason and never throws. The kernel sends two operations: `hello`
- * (which frontend and version is there) and `set_metadata` (save a record).
+ * with the reason and never throws. The kernel sends three operations: `hello`
+ * (which frontend and version is there, and, when the lookup reaches the
+ * notebook, its path and saved approval grants), `set_metadata` (save a
+ * record in a cell) and `set_notebook_metadata` (save the approval grants in
+ * the notebook that holds the given cell).
  */
 import { JSONObject } from '@lumino/coreutils';
 
@@ -15,10 +18,19 @@ export interface ICellMetadata {
   setMetadata(key: string, value: unknown): void;
 }
 
+/** The notebook itself: its path and its notebook-level metadata. */
+export interface INotebookMetadata {
+  readonly path: string;
+  getMetadata(key: string): unknown;
+  setMetadata(key: string, value: unknown): void;
+}
+
 /** Finds a cell of the notebook a kernel belongs to. */
 export interface ICellLookup {
   /** The cell with this id, or undefined when the notebook has none. */
   findCell(cellId: string): ICellMetadata | undefined;
+  /** The notebook, when this lookup can reach it (and it is open). */
+  notebook?(): INotebookMetadata | undefined;
 }
 
 /** The reply to one request. */
@@ -30,6 +42,10 @@ export interface IAck extends JSONObject {
 
 /** Metadata keys a kernel may write. */
 export const WRITABLE_KEYS: readonly string[] = [METADATA_KEY];
+/** The notebook-level key of the saved approval grants (signed by the kernel). */
+export const GRANTS_KEY = 'qloop_grants';
+/** Notebook-level metadata keys a kernel may write. */
+export const NOTEBOOK_WRITABLE_KEYS: readonly string[] = [GRANTS_KEY];
 
 type RequestId = IAck['request_id'];
 
@@ -86,6 +102,41 @@ function setMetadata(data: JSONObject, cells: ICellLookup): JSONObject {
   return {};
 }
 
+/** The notebook's path and saved grants, for `hello` (nothing without a notebook). */
+function notebookHello(cells: ICellLookup): JSONObject {
+  const notebook = cells.notebook?.();
+  if (!notebook) {
+    return {};
+  }
+  const grants = notebook.getMetadata(GRANTS_KEY);
+  return {
+    notebook_path: notebook.path,
+    notebook_grants: isJSONObject(grants) ? grants : null
+  };
+}
+
+function setNotebookMetadata(data: JSONObject, cells: ICellLookup): JSONObject {
+  const key = requireString(data, 'key');
+  if (!NOTEBOOK_WRITABLE_KEYS.includes(key)) {
+    throw new RequestError(
+      `notebook key '${key}' is not writable (writable: ${NOTEBOOK_WRITABLE_KEYS.join(', ')})`
+    );
+  }
+  const value = data['value'];
+  if (!isJSONObject(value)) {
+    throw new RequestError("'value' must be a JSON object");
+  }
+  // Only the notebook holding the running cell takes the write: another
+  // notebook on the same kernel answers with a refusal.
+  requireCell(data, cells);
+  const notebook = cells.notebook?.();
+  if (!notebook) {
+    throw new RequestError('no notebook to write to');
+  }
+  notebook.setMetadata(key, value);
+  return {};
+}
+
 type Operation = (
   data: JSONObject,
   cells: ICellLookup,
@@ -93,8 +144,9 @@ type Operation = (
 ) => JSONObject;
 
 const OPERATIONS: Record<string, Operation> = {
-  hello: (data, cells, hello) => hello,
-  set_metadata: setMetadata
+  hello: (data, cells, hello) => ({ ...hello, ...notebookHello(cells) }),
+  set_metadata: setMetadata,
+  set_notebook_metadata: setNotebookMetadata
 };
 
 /**
