@@ -17,6 +17,7 @@ import { TRANSLATION_DOMAIN } from './labels';
 import { trackMarkers } from './marker';
 import { trackMirrors } from './mirror';
 import { eachContext, eachPanel } from './notebooks';
+import { restorePlugin } from './restore';
 /* eslint-enable jupyter/prefer-lazy-imports */
 
 /** Lets each notebook's kernel save records into that notebook's cell metadata. */
@@ -76,7 +77,8 @@ const agentCellMarker: JupyterFrontEndPlugin<void> = {
 const plugins: JupyterFrontEndPlugin<void>[] = [
   commBridge,
   mirrorSync,
-  agentCellMarker
+  agentCellMarker,
+  restorePlugin
 ];
 
 export default plugins;
