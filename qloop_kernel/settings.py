@@ -7,6 +7,7 @@ cell's options.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,6 +36,8 @@ class Settings(BaseModel):
     timeout: float | None = Field(None, gt=0)
     code_timeout: float | None = Field(None, gt=0)  # per run_code call
     max_output_tokens: int = Field(_LIMITS.max_output_tokens, ge=256)
+    # Memory the snapshots for undoing a step may hold, in MB; None: a share of available memory
+    undo_budget_mb: float | None = Field(None, ge=0)
     # USD per million input, output tokens, optionally cache write and cache read tokens
     price: tuple[float, float] | tuple[float, float, float, float] | None = None
 
@@ -56,6 +59,16 @@ class Settings(BaseModel):
             max_output_tokens=self.max_output_tokens,
         )
 
+    def undo_budget_bytes(self) -> int:
+        """The undo snapshots' memory budget: the setting, else 10% of available memory, at most
+        4 GiB (1 GiB when the available memory cannot be read)."""
+        if self.undo_budget_mb is not None:
+            return int(self.undo_budget_mb * 1024**2)
+        available = available_memory()
+        if available is None:
+            return UNDO_BUDGET_FALLBACK
+        return min(int(available * UNDO_BUDGET_SHARE), UNDO_BUDGET_CAP)
+
     def resolved_price(self, model: str) -> Price | None:
         """The price to count cost with; None if unknown and no USD budget needs it."""
         if self.price is not None:
@@ -66,6 +79,26 @@ class Settings(BaseModel):
             if self.max_cost is not None:
                 raise
             return None
+
+
+UNDO_BUDGET_SHARE = 0.10
+UNDO_BUDGET_CAP = 4 * 1024**3
+UNDO_BUDGET_FALLBACK = 1024**3
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to new allocations (Linux ``MemAvailable``), or None."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for row in meminfo:
+                if row.startswith("MemAvailable:"):
+                    return int(row.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, OSError, ValueError):
+        return None
 
 
 # Settings a user changes by name (`%agent set NAME VALUE`, config); `price` has its own command.
