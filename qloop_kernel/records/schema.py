@@ -52,6 +52,15 @@ class ImagePlaceholder(_Strict):
     sha256: str
 
 
+class VariableChange(_Strict):
+    """What one code step did to one variable: a one-line summary, never the value itself."""
+
+    name: str
+    kind: Literal["created", "changed", "deleted"]
+    summary: str  # "DataFrame 600×5 → 598×5, column date str → datetime64[us]"
+    hash: str = ""  # of a bounded sample of the value after the step ("" when not cheap)
+
+
 class ToolCallRecord(_Strict):
     id: str
     name: str
@@ -62,6 +71,8 @@ class ToolCallRecord(_Strict):
     output_summary: str = ""
     duration_s: float = 0.0
     images: list[ImagePlaceholder] = Field(default_factory=list)
+    # What a code step created, changed and deleted; None: not recorded (records made before).
+    changes: list[VariableChange] | None = None
 
 
 class UsageRecord(_Strict):
@@ -187,9 +198,13 @@ class CellRecord(_Strict):
     def _body(self) -> bytes:
         exclude: Any = set(_NEVER_DIGESTED)
         exclude |= {name for name in _LATER_FIELDS if not getattr(self, name)}
+        # A step's changes are digested only where recorded: records made before them verify.
+        unrecorded = {i: {"changes"} for i, c in enumerate(self.tool_calls) if c.changes is None}
         if self.schema_version == 1:  # what version 1 digested: the fields it had
             exclude = {**dict.fromkeys(exclude | {"egress", "refusal"}, True),
-                       "tool_calls": {"__all__": {"input_redacted"}}}  # fmt: skip
+                       "tool_calls": {"__all__": {"input_redacted", "changes"}}}  # fmt: skip
+        elif unrecorded:
+            exclude = {**dict.fromkeys(exclude, True), "tool_calls": unrecorded}
         body = _canonical(self.model_dump(mode="json", exclude=exclude))
         text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return text.encode("utf-8")
