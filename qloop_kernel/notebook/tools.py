@@ -95,12 +95,21 @@ def builtin_tools(
 def code_classifier(shell: Any) -> Callable[[dict[str, Any]], Assessment]:
     """The risk class of a ``run_code`` input: the source IPython would run (magics and ``!``
     transformed), against the names the user's namespace holds now. Nothing is executed."""
+    from dataclasses import replace
+
     from ..tools.risk import classify
 
     def assess(input: dict[str, Any]) -> Assessment:
-        source = shell.transform_cell(str(input.get("code", "")))
+        code = str(input.get("code", ""))
+        source = shell.transform_cell(code)
         hidden = shell.user_ns_hidden
-        return classify(source, frozenset(n for n in shell.user_ns if n not in hidden))
+        found = classify(source, frozenset(n for n in shell.user_ns if n not in hidden))
+        # IPython drops leading blank lines: count lines as the card shows the code.
+        dropped = len(code.splitlines()) - len(code.lstrip(" \t\r\n").splitlines())
+        if dropped <= 0 or not source.strip():
+            return found
+        reasons = tuple(replace(r, line=r.line + dropped) for r in found.reasons)
+        return replace(found, reasons=reasons)
 
     return assess
 

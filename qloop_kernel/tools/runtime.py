@@ -309,7 +309,7 @@ class ToolRuntime:
             return "auto", None, 0.0, validated
         grant = self.grants.covering(tool.name, request.risk, self.cell_id)
         if grant is not None:
-            self._tell_unasked(request, f"allowed without asking: {grant.describe()}")
+            self._tell_unasked(request, f"granted: {grant.describe()}")
             return "always", None, 0.0, validated
         asked = self.clock()
         decision = self.approver.decide(request)
