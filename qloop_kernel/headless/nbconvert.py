@@ -22,7 +22,7 @@ from traitlets import Bool
 from .runner import SendsCellMetadata
 
 
-class ReplayPreprocessor(SendsCellMetadata, ExecutePreprocessor):  # type: ignore[misc]
+class ReplayPreprocessor(SendsCellMetadata, ExecutePreprocessor):
     """Executes the notebook like JupyterLab does for the kernel: saved agent cells replay."""
 
     replay_received = Bool(

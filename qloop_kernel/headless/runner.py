@@ -46,8 +46,8 @@ class SendsCellMetadata:
         self.on_cell_executed = self._after_cell
 
     async def async_start_new_kernel_client(self) -> Any:
-        client = await super().async_start_new_kernel_client()
-        client.execute = self._execute_with_metadata  # type: ignore[method-assign]  # metadata
+        client = await super().async_start_new_kernel_client()  # type: ignore[misc]  # a mixin
+        client.execute = self._execute_with_metadata  # sends the cell's metadata
         return client
 
     # nbclient binds the synchronous form to its own coroutine: papermill and nbconvert call it.
