@@ -17,6 +17,7 @@ from pydantic import ValidationError
 HELP = """\
 %%agent [options]            the cell body is the task; the turn runs against this kernel
 %agent [options] TASK        a one-line task
+%agent help                  this list
 %agent status                session: turns, tokens, cost, settings
 %agent set NAME VALUE        change a setting ({settable})
 %agent models                the known model ids with their price and status
@@ -35,7 +36,16 @@ options: --approve {{{policies}}} --max-turns N --max-cost USD --max-tokens N
          --timeout SECONDS --code-timeout SECONDS --model NAME --new (fresh conversation) --fresh (ignore the saved record)
 policies by risk class ({classes}): ask (a card per step; `%agent set ask_read off` runs
   'read' steps without one), readonly ('read' steps run, the rest denied), write ('read' and
-  'write' run, the rest asks, or is denied headless), auto (everything runs), deny (nothing)"""
+  'write' run, the rest asks, or is denied headless), auto (everything runs), deny (nothing)
+defaults for every cell: %config QloopAgent.model = 'ID' (also approve, max_turns, max_cost,
+  max_tokens, timeout, code_timeout), or QLOOP_MODEL / QLOOP_APPROVAL in the environment
+examples:
+  %agent what's in df?                      a one-line task
+  %%agent --approve write --max-cost 0.50   a cell task that may change data, within $0.50
+  %agent set max_turns 10                   at most 10 model calls per cell from now on
+  %agent allow run_code read notebook       'read' code steps run without a card, saved
+  %agent revoke run_code                    ask again for every run_code step
+  %agent private api_token                  the tools refuse to show api_token"""
 
 
 def _help(magics: Any, args: list[str]) -> None:

@@ -7,8 +7,10 @@ Defaults come from traitlets config (``c.QloopAgent.model = ...``) and the envir
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import re
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 from IPython.core.error import UsageError
@@ -99,7 +101,20 @@ class AgentMagics(Magics):
     def __init__(self, shell: Any) -> None:
         super().__init__(shell)
         self.config_obj = QloopAgent(parent=shell)
+        self.config_obj.observe(self._follow_config, names=self.config_obj.trait_names(config=True))
+        if self.config_obj not in shell.configurables:
+            shell.configurables.append(self.config_obj)  # listed by %config
         self._agent: Any = None
+
+    def _follow_config(self, change: Any) -> None:
+        """``%config QloopAgent.NAME = value``: the running kernel's settings follow."""
+        if self._agent is None:
+            return  # the agent reads the config when it is made
+        name = change["name"]
+        base = base_settings(self.config_obj)
+        manager = self._agent.manager
+        self._agent.base_settings = base
+        manager.settings = manager.settings.updated(**{name: getattr(base, name)})
 
     @property
     def agent(self) -> Any:
@@ -132,8 +147,19 @@ class AgentMagics(Magics):
         if found is not None and len(words) - 1 in found.arity:
             found.run(self, words[1:])
             return
+        if _looks_like_a_command(words, self._argument_words):
+            raise UsageError(_did_you_mean(words))
         args, prompt = self._parse(line)
         self._run(args, prompt)
+
+    def _argument_words(self) -> set[str]:
+        """Words a sub-command takes: tool and setting names, risk classes, scopes."""
+        from ..grants import SCOPES
+        from ..settings import SETTABLE
+        from ..tools.risk import RISKS
+
+        tools = {t.name for t in self.agent.tools(self.agent.manager.settings)}
+        return tools | set(SETTABLE) | set(RISKS) | set(SCOPES) | set(_commands()) | _VALUE_WORDS
 
     def _parse(self, line: str) -> tuple[argparse.Namespace, str]:
         options, prompt = split_options(line)
@@ -157,6 +183,69 @@ class AgentMagics(Magics):
         except ValidationError as exc:
             raise UsageError(f"%%agent: {_first_error(exc)}") from None
         self.agent.run_cell(prompt, CellOptions(settings=settings, fresh=args.fresh, new=args.new))
+
+
+_VALUE_WORDS = {"all", "on", "off", "none", "true", "false", "--clear"}
+# Words people type for a sub-command that has another name.
+_SYNONYMS = {"disallow": "revoke", "unallow": "revoke", "forbid": "revoke", "deny": "revoke"}
+
+
+def _closest_command(word: str, cutoff: float) -> str | None:
+    if word in _SYNONYMS:
+        return _SYNONYMS[word]
+    close = difflib.get_close_matches(word.lower(), list(_commands()), n=1, cutoff=cutoff)
+    return close[0] if close else None
+
+
+def _looks_like_a_command(words: list[str], argument_words: Callable[[], set[str]]) -> bool:
+    """A mistyped sub-command, not a task: one word close to a sub-command's name, or a
+    sub-command (or a close name) followed only by words such as tool names and numbers.
+    A line with other words (``reset the index``) is a task."""
+    if words[0].startswith("--"):
+        return False
+    if len(words) == 1:
+        return _closest_command(words[0], 0.6) is not None
+    if words[0] not in _commands() and _closest_command(words[0], 0.75) is None:
+        return False
+    known = argument_words()
+    return all(w in known or _is_number(w) for w in words[1:])
+
+
+def _is_number(word: str) -> bool:
+    try:
+        float(word)
+    except ValueError:
+        return False
+    return True
+
+
+def _did_you_mean(words: list[str]) -> str:
+    """The UsageError for a mistyped sub-command: the likely one and its usage."""
+    name = words[0] if words[0] in _commands() else _closest_command(words[0], 0.6)
+    usage = command_usage(str(name))
+    if name == words[0]:
+        return f"%agent {name}: wrong number of words. Usage: {usage}"
+    guess = " ".join([str(name), *words[1:]])
+    return (
+        f"%agent: {words[0]!r} is not a sub-command; did you mean `%agent {guess}`? "
+        f"Usage: {usage}. (`%agent help` lists them; write a task as a %%agent cell)"
+    )
+
+
+def command_usage(name: str) -> str:
+    """The help line of sub-command ``name``."""
+    from . import commands
+
+    for text in commands.HELP.splitlines():
+        if text.startswith(f"%agent {name}"):
+            return " ".join(text.split()[: _usage_words(text)])
+    return f"%agent {name}"
+
+
+def _usage_words(text: str) -> int:
+    """The words of a help line before its description (separated by two or more spaces)."""
+    head = re.split(r"\s{2,}", text.strip(), maxsplit=1)[0]
+    return len(head.split())
 
 
 def _first_error(exc: Any) -> str:
