@@ -2,7 +2,8 @@
 
 Magics, display and inline plots work because the code goes through ``shell.run_cell``. What the code
 printed and displayed is captured, shown in the agent cell, and returned to the model: stdout, stderr, the
-value of the last expression, the exception with a short traceback, and PNG figures as image blocks.
+value of the last expression, the exception with a short traceback, PNG figures as image blocks, and the
+variables the step created, changed and deleted (``undo``: saved before it runs, so it can be undone).
 """
 
 from __future__ import annotations
@@ -47,14 +48,21 @@ class CodeRunner:
         """
         from IPython.utils.capture import capture_output
 
+        from .undo import undo_log
+
         private = self.private or PrivateVariables()
         before = private.values(self.shell.user_ns)
-        with (
-            redacting_also(before),
-            capture_output(display=True) as captured,
-            _time_limit(self.timeout_s),
-        ):
-            result = self.shell.run_cell(code, store_history=False, silent=False)
+        log = undo_log(self.shell)
+        snapshot = log.begin(code)  # what the step may change, saved for undo
+        try:
+            with (
+                redacting_also(before),
+                capture_output(display=True) as captured,
+                _time_limit(self.timeout_s),
+            ):
+                result = self.shell.run_cell(code, store_history=False, silent=False)
+        finally:
+            step = log.finish(snapshot, private=private.names)
         # Private values as they were before and after the code: it may have set them.
         with redacting_also([*before, *private.values(self.shell.user_ns)]):
             captured.show()  # the outputs appear in the agent cell, below the call's card
@@ -62,6 +70,8 @@ class CodeRunner:
             if isinstance(error, KeyboardInterrupt):
                 raise KeyboardInterrupt  # the user's interrupt ends the turn, not a tool failure
             content = _content(captured, result.result, error, self.timeout_s)
+            if step.changes:  # the model learns what its step did to the namespace
+                content[0] = {**content[0], "text": f"{content[0]['text']}\n\n{step.text()}"}
             content = [
                 {**b, "text": redact_text(b["text"])} if b["type"] == "text" else b for b in content
             ]

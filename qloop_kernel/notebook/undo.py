@@ -1,0 +1,527 @@
+"""Undo of the last approved code step: snapshots taken before it runs, within a memory budget.
+
+Before a step runs, the variables it may change (``tools.risk.classify(...).may_change``; every
+variable when the analysis cannot bound them) are saved: pandas objects by a copy-on-write copy
+(free until one side is written), numpy arrays by a copy, polars by ``clone()``, Arrow objects and
+lazy plans as they are (immutable), small plain objects by deep copy. What does not fit the budget
+or cannot be copied is not saved, and the card says so before the user approves, as it says which
+effects are outside the namespace (files, network, processes, settings, work on a cluster).
+
+After the step, fingerprints (``tools.fingerprint``) say what it created, changed and deleted.
+Undo puts the saved variables back, removes those the step created, and says what it could not
+restore. One step can be undone: the last one that changed something.
+"""
+
+from __future__ import annotations
+
+import copy
+import gc
+import re
+import sys
+import types
+import weakref
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..tools.fingerprint import (
+    Change,
+    ValuePrint,
+    change_lines,
+    changes,
+    fingerprint,
+    tracked_names,
+)
+from ..tools.summaries import format_bytes, is_dataframe, is_ndarray, is_series
+from ..tools.summaries.arrow import is_arrow_array, is_arrow_table
+from ..tools.summaries.common import instance_of, is_lazy_like
+from ..tools.summaries.polars import is_polars_frame, is_polars_series
+
+WALK_OBJECTS = 100_000  # objects a plain value may hold and still be measured and deep-copied
+BUDGET_HINT = "raise it with `%agent set undo_budget_mb N`"
+_NAMESPACE_REASON = re.compile(r"^(creates|overwrites|changes|deletes) ([A-Za-z_]\w*)(?:,| \(|$)")
+_SHARED = (
+    int, float, complex, bool, str, bytes, type(None), range, types.ModuleType, types.FunctionType,
+    types.BuiltinFunctionType, types.MethodType, type,
+)  # fmt: skip
+
+
+# -- copying one value -----------------------------------------------------------------------
+
+
+def _pandas_copy_on_write() -> bool:
+    import pandas as pd
+
+    if int(pd.__version__.split(".")[0]) >= 3:
+        return True  # always on since pandas 3 (the option is deprecated there)
+    return pd.get_option("mode.copy_on_write") is True
+
+
+def _pandas_size(value: Any) -> int:
+    usage = value.memory_usage(index=True, deep=False)
+    total = int(usage.sum()) if value.ndim == 2 else int(usage)
+    columns = [value[c] for c in value.columns] if value.ndim == 2 else [value]
+    for column in columns:  # object cells: their Python objects, estimated from a few
+        if getattr(column, "ndim", 1) == 1 and column.dtype == object and len(column):
+            sample = column.iloc[:: max(1, len(column) // 100)]
+            total += int(sum(sys.getsizeof(v) for v in sample) / len(sample) * len(column))
+    return total
+
+
+def data_size(value: object) -> int | None:
+    """Bytes a snapshot of a data value may keep alive; None when ``value`` is not data."""
+    if is_dataframe(value) or is_series(value):
+        return _pandas_size(value)
+    if is_ndarray(value):
+        return int(value.nbytes)  # type: ignore[attr-defined]
+    if is_polars_frame(value) or is_polars_series(value):
+        return int(value.estimated_size())  # type: ignore[attr-defined]
+    if is_arrow_table(value) or is_arrow_array(value):
+        return int(value.nbytes)  # type: ignore[attr-defined]
+    if is_lazy_like(value):
+        return 0  # a plan: its data is elsewhere
+    return None
+
+
+def plain_size(value: object) -> int | None:
+    """Bytes of a plain value and what it holds; None past ``WALK_OBJECTS`` objects."""
+    seen: set[int] = set()
+    stack = [value]
+    total = 0
+    while stack:
+        item = stack.pop()
+        if id(item) in seen or isinstance(item, types.ModuleType | type | types.FunctionType):
+            continue
+        seen.add(id(item))
+        if len(seen) > WALK_OBJECTS:
+            return None
+        size = data_size(item) if item is not value else None
+        if size is not None:
+            total += size
+            continue
+        total += sys.getsizeof(item)
+        stack.extend(gc.get_referents(item))
+    return total
+
+
+def size_of(value: object) -> int | None:
+    """Bytes a snapshot of ``value`` may keep alive; None when it is too big to measure."""
+    if isinstance(value, _SHARED):
+        return 0
+    found = data_size(value)
+    return found if found is not None else plain_size(value)
+
+
+def snapshot_copy(value: object) -> tuple[object, str]:
+    """A copy of ``value`` that the step cannot change, and how it was made; raises if none."""
+    if isinstance(value, _SHARED):
+        return value, "kept (immutable)"
+    if is_dataframe(value) or is_series(value):
+        if _pandas_copy_on_write():
+            return value.copy(deep=False), "copy-on-write copy"  # type: ignore[attr-defined]
+        return value.copy(deep=True), "copy"  # type: ignore[attr-defined]
+    if is_ndarray(value):
+        return value.copy(), "copy"  # type: ignore[attr-defined]
+    if is_polars_frame(value) or is_polars_series(value):
+        return value.clone(), "clone"  # type: ignore[attr-defined]
+    if is_arrow_table(value) or is_arrow_array(value) or instance_of(value, "polars", "LazyFrame"):
+        return value, "kept (immutable)"
+    if is_lazy_like(value):
+        return copy.copy(value), "copy of the plan"
+    return copy.deepcopy(value), "deep copy"
+
+
+# -- a snapshot ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Saved:
+    """One variable as it was before the step."""
+
+    value: Any
+    identity: int  # id() of the object the name held: an in-place restore keeps aliases right
+    size: int
+    how: str
+
+
+@dataclass
+class Snapshot:
+    """What a step may change, saved before it runs, and what cannot be undone."""
+
+    code: str
+    identities: dict[str, int]  # every tracked name before the step -> id() of its value
+    prints: dict[str, ValuePrint]  # fingerprints before, of the names the step may change
+    saved: dict[str, Saved] = field(default_factory=dict)
+    missed: dict[str, str] = field(default_factory=dict)  # name -> why it is not saved
+    outside: list[str] = field(default_factory=list)  # effects outside the namespace
+    unbounded: str = ""  # why the step may change any variable ("" when bounded)
+    budget: int = 0
+
+    @property
+    def held(self) -> int:
+        return sum(s.size for s in self.saved.values())
+
+    def not_undone(self) -> list[str]:
+        """Why this step cannot be undone entirely, one reason each (empty when it can)."""
+        reasons = [f"{effect}, outside the namespace" for effect in self.outside]
+        if self.unbounded:
+            count = len(self.saved)
+            reasons.append(
+                f"it may change any variable ({self.unbounded}): {count} of "
+                f"{count + len(self.missed)} saved, what it does elsewhere is not undone"
+            )
+        reasons += [f"{name} {why}" for name, why in sorted(self.missed.items())]
+        return reasons
+
+    def notice(self) -> str | None:
+        """The card's line before approval, or None when the step can be undone."""
+        reasons = self.not_undone()
+        return "cannot be undone: " + "; ".join(reasons) if reasons else None
+
+
+def _effects(assessment: Any) -> tuple[list[str], str]:
+    """The effects outside the namespace, and why the names it changes cannot be bounded."""
+    outside: list[str] = []
+    unbounded: list[str] = []
+    may_change = assessment.may_change
+    for reason in assessment.reasons:
+        match = _NAMESPACE_REASON.match(reason.text)
+        if reason.risk == "read" or (
+            match and (may_change is None or match.group(2) in may_change)
+        ):
+            continue
+        (unbounded if reason.risk == "unknown" else outside).append(str(reason))
+    why = "; ".join(unbounded) or "the analysis cannot bound it"
+    return outside, (why if may_change is None else "")
+
+
+def take_snapshot(
+    code: str,
+    namespace: Mapping[str, Any],
+    *,
+    assessment: Any,
+    budget: int,
+    hidden: Mapping[str, Any] | None = None,
+    reuse: Snapshot | None = None,
+) -> Snapshot:
+    """Save what ``code`` may change (per ``assessment``) within ``budget`` bytes.
+
+    ``reuse``: an earlier snapshot whose copies are taken again where the value is the same object.
+    """
+    names = tracked_names(namespace, hidden)
+    outside, unbounded = _effects(assessment)
+    may_change = assessment.may_change
+    candidates = names if may_change is None else [n for n in names if n in may_change]
+    snapshot = Snapshot(
+        code,
+        {n: id(namespace[n]) for n in names},
+        {n: fingerprint(namespace[n]) for n in candidates},
+        outside=outside,
+        unbounded=unbounded,
+        budget=budget,
+    )
+    sizes = {n: size_of(namespace[n]) for n in candidates}
+    for name in sorted(candidates, key=lambda n: (sizes[n] is None, sizes[n] or 0, n)):
+        _save(snapshot, name, namespace[name], sizes[name], reuse)
+    return snapshot
+
+
+def _save(
+    snapshot: Snapshot, name: str, value: object, size: int | None, reuse: Snapshot | None
+) -> None:
+    kind = type(value).__name__
+    if size is None:
+        snapshot.missed[name] = f"({kind}) is too big to copy (over {WALK_OBJECTS:,} objects)"
+        return
+    if snapshot.held + size > snapshot.budget:
+        snapshot.missed[name] = (
+            f"({format_bytes(size)}) is over the undo budget of "
+            f"{format_bytes(snapshot.budget)} ({BUDGET_HINT})"
+        )
+        return
+    earlier = reuse.saved.get(name) if reuse is not None else None
+    if earlier is not None and earlier.identity == id(value):
+        snapshot.saved[name] = earlier
+        return
+    try:
+        saved, how = snapshot_copy(value)
+    except Exception as exc:  # unpicklable, uncopyable: the card names it
+        snapshot.missed[name] = f"({kind}) cannot be copied: {type(exc).__name__}: {exc}"[:300]
+        return
+    snapshot.saved[name] = Saved(saved, id(value), size, how)
+
+
+# -- after the step ----------------------------------------------------------------------------
+
+
+@dataclass
+class StepChanges:
+    """What one step did to the namespace, and what undoing it would do."""
+
+    snapshot: Snapshot
+    changes: list[Change]
+    after: dict[str, ValuePrint]  # fingerprints after, of every name that changed
+    call_id: str | None = None
+    undone: bool = False
+
+    @property
+    def created(self) -> list[str]:
+        return [c.name for c in self.changes if c.kind == "created"]
+
+    @property
+    def undoable(self) -> bool:
+        """Undo would put something back or remove something."""
+        touched = {c.name for c in self.changes}
+        return bool(self.created) or bool(touched & self.snapshot.saved.keys())
+
+    def lines(self) -> list[str]:
+        return change_lines(self.changes) if self.changes else ["no variables changed"]
+
+    def text(self) -> str:
+        """The section of the tool result that tells the model what the step changed."""
+        return "namespace changes:\n" + "\n".join(self.lines())
+
+
+def step_changes(
+    snapshot: Snapshot,
+    namespace: Mapping[str, Any],
+    *,
+    hidden: Mapping[str, Any] | None = None,
+    private: Collection[str] = (),
+) -> StepChanges:
+    """Compare the namespace now with ``snapshot``: created, changed and deleted variables.
+
+    Only names the step may have changed, or that now hold another object, are fingerprinted.
+    """
+    now = tracked_names(namespace, hidden)
+    before_ids = snapshot.identities
+    rebound = {n for n in now if n in before_ids and id(namespace[n]) != before_ids[n]}
+    looked = {n for n in now if n not in before_ids} | rebound | (snapshot.prints.keys() & set(now))
+    after = {n: fingerprint(namespace[n]) for n in looked}
+    before = dict(snapshot.prints)
+    for name in rebound - before.keys():  # a change the analysis did not foresee
+        before[name] = ValuePrint("?", identity=before_ids[name])
+    for name in before_ids.keys() - set(now):
+        before.setdefault(name, ValuePrint("?"))
+    return StepChanges(snapshot, changes(before, after, private=private), after)
+
+
+# -- undo ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UndoReport:
+    """What an undo did, for the user and for the model."""
+
+    restored: list[str]
+    removed: list[str]
+    not_restored: list[str]  # "name: why"
+    since: list[str]  # variables that had changed again after the step
+    outside: list[str]
+    call_id: str | None = None
+
+    def lines(self) -> list[str]:
+        found = []
+        if self.restored:
+            found.append("restored " + ", ".join(self.restored))
+        if self.removed:
+            found.append("removed " + ", ".join(self.removed) + " (created by the step)")
+        if self.since:
+            found.append(
+                "changed again after the step, now put back to before it: " + ", ".join(self.since)
+            )
+        found += [f"not restored: {item}" for item in self.not_restored]
+        found += [f"not undone: {effect}" for effect in self.outside]
+        return found or ["nothing to put back"]
+
+    def model_note(self) -> str:
+        """What the model is told in its next turn."""
+        return (
+            "[The user undid this step after it ran: " + "; ".join(self.lines()) + ". The "
+            "namespace is as it was before the step, except what is listed as not restored.]"
+        )
+
+
+def _restore_in_place(current: Any, saved: Saved) -> bool:
+    """Put ``saved`` back into the same object, so other references see it too."""
+    value = saved.value
+    if id(current) != saved.identity or type(current) is not type(value):
+        return False
+    if isinstance(current, list):
+        current[:] = value
+    elif isinstance(current, dict | set):
+        current.clear()
+        current.update(value)
+    elif is_ndarray(current) and current.shape == value.shape:
+        current[...] = value
+    else:
+        return False
+    return True
+
+
+def undo_step(step: StepChanges, namespace: dict[str, Any]) -> UndoReport:
+    """Put back what ``step`` changed and remove what it created."""
+    snapshot = step.snapshot
+    restored, removed, missing, since = [], [], [], []
+    for change in step.changes:
+        name = change.name
+        after = step.after.get(name)
+        if name in namespace and after is not None and fingerprint(namespace[name]) != after:
+            since.append(name)
+        if change.kind == "created":
+            namespace.pop(name, None)
+            removed.append(name)
+        elif name in snapshot.saved:
+            saved = snapshot.saved[name]
+            if not (name in namespace and _restore_in_place(namespace[name], saved)):
+                namespace[name] = saved.value
+            restored.append(name)
+        else:
+            why = snapshot.missed.get(
+                name, "was not saved before the step (the analysis did not foresee it)"
+            )
+            missing.append(f"{name} {why}")
+    step.undone = True
+    return UndoReport(restored, removed, missing, since, list(snapshot.outside), step.call_id)
+
+
+# -- the log of one kernel --------------------------------------------------------------------
+
+
+def default_budget() -> int:
+    """The budget of the default settings (a share of the memory available now)."""
+    from ..settings import Settings
+
+    return Settings().undo_budget_bytes()
+
+
+class UndoLog:
+    """The undo state of one kernel: the snapshot of the step about to run, the last step's changes.
+
+    ``budget`` gives the snapshot budget in bytes; ``turn_running`` whether an agent turn is under
+    way (undo waits for it to end).
+    """
+
+    def __init__(self, shell: Any) -> None:
+        self.shell = shell
+        self.budget: Callable[[], int] = default_budget
+        self.turn_running: Callable[[], bool] = lambda: False
+        self.pending: Snapshot | None = None
+        self.last: StepChanges | None = None
+        self.on_step: list[Callable[[StepChanges | None], None]] = []  # a newer step replaces it
+        self.on_undone: list[Callable[[UndoReport], None]] = []
+
+    def _classify(self, code: str) -> Any:
+        from ..tools.risk import classify
+
+        try:
+            source = self.shell.transform_cell(code)
+        except Exception:  # the code as given: an unparsable step cannot be bounded
+            source = code
+        return classify(source, existing=self.shell.user_ns)
+
+    def _identities(self) -> dict[str, int]:
+        ns = self.shell.user_ns
+        return {
+            n: id(ns[n]) for n in tracked_names(ns, getattr(self.shell, "user_ns_hidden", None))
+        }
+
+    def _take(self, code: str, reuse: Snapshot | None) -> Snapshot:
+        return take_snapshot(
+            code, self.shell.user_ns, assessment=self._classify(code), budget=self.budget(),
+            hidden=getattr(self.shell, "user_ns_hidden", None), reuse=reuse,
+        )  # fmt: skip
+
+    def prepare(self, code: str) -> Snapshot:
+        """Save what ``code`` may change (before the card, so it can say what cannot be undone)."""
+        self.pending = self._take(code, reuse=self.pending)
+        return self.pending
+
+    def begin(self, code: str) -> Snapshot:
+        """The snapshot for ``code`` about to run: the prepared one if nothing changed since."""
+        pending, self.pending = self.pending, None
+        if (
+            pending is not None
+            and pending.code == code
+            and pending.identities == self._identities()
+        ):
+            return pending
+        return self._take(code, reuse=pending)
+
+    def discard(self) -> None:
+        """Drop a snapshot prepared for a step that did not run (denied, or the turn ended)."""
+        self.pending = None
+
+    def finish(self, snapshot: Snapshot, private: Collection[str] = ()) -> StepChanges:
+        """What the step changed; it becomes the step Undo applies to, if it changed anything."""
+        step = step_changes(
+            snapshot, self.shell.user_ns,
+            hidden=getattr(self.shell, "user_ns_hidden", None), private=private,
+        )  # fmt: skip
+        if step.changes:
+            self.last = step
+            for listener in list(self.on_step):
+                listener(step)
+        return step
+
+    def can_undo(self, step: StepChanges | None = None) -> str | None:
+        """Why undo cannot run now (None when it can)."""
+        last = self.last
+        if last is None or last.undone:
+            return "nothing to undo: no step since the last undo changed a variable"
+        if step is not None and step is not last:
+            return "only the last step that changed variables can be undone"
+        if self.turn_running():
+            return "an agent turn is running: undo when it has ended"
+        if not last.undoable:
+            return "the step left nothing that can be put back"
+        return None
+
+    def undo(self, step: StepChanges | None = None) -> UndoReport:
+        """Undo the last step (``step``, when given, must be it); raises ValueError otherwise."""
+        why = self.can_undo(step)
+        if why is not None:
+            raise ValueError(why)
+        assert self.last is not None
+        report = undo_step(self.last, self.shell.user_ns)
+        for tell in list(self.on_undone):
+            tell(report)
+        for listener in list(self.on_step):
+            listener(None)
+        return report
+
+
+_logs: weakref.WeakKeyDictionary[Any, UndoLog] = weakref.WeakKeyDictionary()
+
+
+def undo_log(shell: Any) -> UndoLog:
+    """The undo log of ``shell`` (made on first use)."""
+    log = _logs.get(shell)
+    if log is None:
+        log = _logs[shell] = UndoLog(shell)
+    return log
+
+
+def note_in_conversation(messages: list[dict[str, Any]], call_id: str | None, note: str) -> bool:
+    """Add ``note`` to the result of tool call ``call_id`` in the conversation; False if absent."""
+    if call_id is None:
+        return False
+    for message in reversed(messages):
+        content = message.get("content")
+        if message.get("role") != "user" or not isinstance(content, list):
+            continue
+        for index, block in enumerate(content):
+            if (
+                isinstance(block, dict)
+                and block.get("type") == "tool_result"
+                and block.get("tool_use_id") == call_id
+            ):
+                inner = block.get("content")
+                blocks = (
+                    [{"type": "text", "text": inner}]
+                    if isinstance(inner, str)
+                    else list(inner or [])
+                )
+                content[index] = {**block, "content": [*blocks, {"type": "text", "text": note}]}
+                return True
+    return False
