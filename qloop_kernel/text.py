@@ -5,6 +5,11 @@ from __future__ import annotations
 MARKER = "\n[... {omitted:,} characters omitted ...]\n"
 
 
+def marker(count: int, unit: str = "characters", hint: str = "") -> str:
+    """The one marker style for anything left out: ``[... 1,234 characters omitted; hint ...]``."""
+    return f"[... {count:,} {unit} omitted{'; ' + hint if hint else ''} ...]"
+
+
 def truncate(text: str, limit: int) -> str:
     """``text`` if it fits in ``limit`` characters, else its head and tail around a marker."""
     if len(text) <= limit:
@@ -12,4 +17,4 @@ def truncate(text: str, limit: int) -> str:
     head = limit * 2 // 3
     tail = limit - head
     omitted = len(text) - head - tail
-    return text[:head] + MARKER.format(omitted=omitted) + (text[-tail:] if tail else "")
+    return text[:head] + f"\n{marker(omitted)}\n" + (text[-tail:] if tail else "")

@@ -106,13 +106,13 @@ def test_list_variables_limit_and_max_chars() -> None:
     namespace = {f"v{i:03d}": i for i in range(300)}
     limited = list_variables(namespace, limit=200)
     assert listed_names(limited) == [f"v{i:03d}" for i in range(200)]
-    assert limited.splitlines()[-1].startswith("[... 100 more variables not shown")
+    assert limited.splitlines()[-1].startswith("[... 100 more variables omitted")
 
     short = list_variables(namespace, max_chars=1_000)
     shown = listed_names(short)
     assert len(short) <= 1_000
     assert shown == [f"v{i:03d}" for i in range(len(shown))] and 5 < len(shown) < 200
-    assert f"[... {300 - len(shown)} more variables not shown" in short
+    assert f"[... {300 - len(shown)} more variables omitted" in short
 
     assert list_variables({"_private": 1, "In": []}) == "No user variables defined."
     with pytest.raises(ValueError, match="limit"):
@@ -234,7 +234,7 @@ def test_million_by_fifty_frame_stays_within_budget() -> None:
     df = mixed_frame(1_000_000)
     text = inspect_variable({"df": df}, "df")
     assert len(text) <= 8_000
-    assert "output truncated" not in text
+    assert "characters omitted" not in text
     assert "deterministic random sample of 3,000 of 1,000,000 rows" in text
     assert "~ null share estimated from the sample" in text
     rows = [line.split()[0] for line in text.splitlines() if re.match(r"col\d+ ", line)]
@@ -327,7 +327,7 @@ def test_huge_objects_are_bounded() -> None:
     assert re.search(r"^Value: x{990,}\.\.\.$", loud, flags=re.MULTILINE)
     cut = inspect_variable(namespace, "numbers", rows=1_000, max_chars=600)
     assert len(cut) <= 600
-    assert re.search(r"\[\.\.\. output truncated: [\d,]+ of [\d,]+ characters not shown", cut)
+    assert re.search(r"\[\.\.\. [\d,]+ of [\d,]+ characters omitted", cut)
 
 
 def test_function_and_class_defined_in_a_cell(shell: InteractiveShell) -> None:
@@ -363,7 +363,7 @@ def test_library_class_and_module() -> None:
     text = inspect_variable({"pd": pd}, "pd.DataFrame")
     assert len(text) <= 8_000
     assert "pd.DataFrame: class DataFrame from module pandas" in text
-    assert re.search(r"\[\.\.\. source truncated: [\d,]+ more lines\]", text)
+    assert re.search(r"\[\.\.\. [\d,]+ lines of source omitted \.\.\.\]", text)
     text = inspect_variable({"json": json}, "json")
     assert text.startswith("json: module json")
     assert "Public names (7): JSONDecodeError, JSONDecoder, JSONEncoder, dump, dumps" in text
@@ -390,9 +390,9 @@ def test_fit_text_reports_what_it_left_out() -> None:
     fitted = fit_text(text, 300, "ask for less")
     assert len(fitted) <= 300
     kept, marker = fitted.rsplit("\n", 1)
-    omitted = int(re.search(r"truncated: ([\d,]+) of", marker).group(1).replace(",", ""))
+    omitted = int(re.search(r"\[\.\.\. ([\d,]+) of", marker).group(1).replace(",", ""))
     assert text.startswith(kept) and len(kept) + omitted == len(text)
-    assert marker.endswith("; ask for less]")
+    assert marker.endswith("; ask for less ...]")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -421,10 +421,10 @@ def test_history_last_and_max_chars(shell: InteractiveShell) -> None:
     text = notebook_history(shell, last=3)
     assert text.startswith("Last 3 of 13 executed cells")
     assert [int(n) for n in re.findall(r"In \[(\d+)\]", text)] == [11, 12, 13]
-    assert "[... 3,006 more characters]" in text
+    assert "[... 3,006 characters omitted ...]" in text
     short = notebook_history(shell, max_chars=600)
     assert len(short) <= 600
-    assert re.search(r"\[\.\.\. \d+ earlier cells not shown", short)
+    assert re.search(r"\[\.\.\. \d+ earlier cells omitted", short)
     with pytest.raises(ValueError, match="last"):
         notebook_history(shell, last=0)
 

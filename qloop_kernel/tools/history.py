@@ -7,8 +7,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from qloop_kernel.text import marker
 from qloop_kernel.tools.summaries import bounded_repr, fit_text
-
 
 MIN_MAX_CHARS = 500  # room for the title, a cut cell and the truncation markers
 CELL_SOURCE_CHARS = 2_000
@@ -81,7 +81,7 @@ def _cell_block(count: int, source: str, outputs: Mapping[int, object], *, runni
     text = source.strip("\n")
     if len(text) > CELL_SOURCE_CHARS:
         text = (
-            f"{text[:CELL_SOURCE_CHARS]}\n[... {len(text) - CELL_SOURCE_CHARS:,} more characters]"
+            f"{text[:CELL_SOURCE_CHARS]}\n{marker(len(text) - CELL_SOURCE_CHARS)}"
         )
     lines = [f"In [{count}]{state}:", text]
     if count in outputs:
@@ -112,4 +112,4 @@ def _fit_newest(title: str, blocks: list[str], max_chars: int) -> str:
 
 
 def _omitted_marker(count: int) -> str:
-    return f"[... {count:,} earlier cells not shown (max_chars); ask for fewer with last=]"
+    return marker(count, "earlier cells", "max_chars reached; ask for fewer with last=")

@@ -14,6 +14,7 @@ import types
 from collections.abc import Container, Mapping, Sequence
 
 from qloop_kernel.errors import ToolInputError
+from qloop_kernel.text import marker
 from qloop_kernel.tools import summaries
 from qloop_kernel.tools.summaries import (
     DEFAULT_ROWS,
@@ -225,7 +226,5 @@ def _fit_lines(head: list[str], rows: list[str], total: int, max_chars: int, lim
 
 
 def _omitted_marker(count: int, limit: int, max_chars: int) -> str:
-    return (
-        f"[... {count:,} more variables not shown (limit={limit}, max_chars={max_chars}); "
-        "inspect one with inspect_variable]"
-    )
+    hint = f"limit={limit}, max_chars={max_chars}; inspect one with inspect_variable"
+    return marker(count, "more variables", hint)

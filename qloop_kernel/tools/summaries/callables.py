@@ -8,6 +8,7 @@ import linecache
 import types
 from typing import Any
 
+from ...text import marker
 from .common import (
     DOC_CHARS,
     NAMES_CHARS,
@@ -90,7 +91,7 @@ def _source_lines(obj: object) -> list[str]:
     if len(source) > SOURCE_CHARS:
         kept = source[:SOURCE_CHARS].rpartition("\n")[0]
         shown = len(kept.splitlines())
-        source = f"{kept}\n[... source truncated: {total - shown:,} more lines]"
+        source = f"{kept}\n{marker(total - shown, 'lines of source')}"
     return [f"Source ({total:,} lines):", source.rstrip("\n")]
 
 

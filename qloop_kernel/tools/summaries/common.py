@@ -17,6 +17,8 @@ from typing import Any
 
 from qloop_kernel.errors import ToolInputError
 
+from ...text import marker
+
 SAMPLE_ROWS = 10_000  # rows behind the statistics of a big Series or narrow DataFrame
 SAMPLE_CELLS = 150_000  # a wide frame's sample has fewer rows (at least MIN_SAMPLE_ROWS)
 MIN_SAMPLE_ROWS = 2_000
@@ -271,13 +273,12 @@ def fit_text(text: str, max_chars: int, hint: str) -> str:
     """
     if len(text) <= max_chars:
         return text
-    widest = f"{len(text):,}"
-    template = "\n[... output truncated: {} of {} characters not shown; {}]"
-    budget = max_chars - len(template.format(widest, widest, hint))
+    total = len(text)
+    budget = max_chars - len(marker(total, f"of {total:,} characters", hint)) - 1
     end = text.rfind("\n", 0, budget + 1)
     if end < budget // 2:
         end = max(budget, 0)
-    return text[:end] + template.format(f"{len(text) - end:,}", widest, hint)
+    return text[:end] + "\n" + marker(total - end, f"of {total:,} characters", hint)
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
