@@ -1,4 +1,5 @@
-"""The approval card (ipywidgets): Approve / Deny / Always allow, blocking the cell until a click.
+"""The approval card (ipywidgets): Approve / Deny / Always allow, blocking the cell until a click;
+after the step, what it changed and its Undo button.
 
 The card is the contract: what runs is what the card shows at the moment of the click — the code as
 the model wrote it, or, once the editor is open, the editor's text (then the original is hidden, so
@@ -15,7 +16,7 @@ import html
 import json
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
@@ -260,6 +261,10 @@ class ApprovalCard:
             return self._edit_assessment.risk if self._edit_assessment else self.request.risk
         return self.request.risk
 
+    def show_after(self, widget: widgets.Widget) -> None:
+        """Add what the step did (its changes, its Undo) at the foot of the card."""
+        self.widget.children = (*self.widget.children, widget)
+
     def close(self, text: str) -> None:
         """Disable the card and show the decision, and the code that runs when it was edited."""
         items: list[widgets.Widget] = [*self.buttons, self.editor]
@@ -355,9 +360,11 @@ class CardApprover:
     ) -> None:
         self.allow_always = allow_always
         self.scopes = tuple(scopes)
+        self.cards: dict[str, ApprovalCard] = {}  # by call id: a step's card shows its outcome
 
     def decide(self, request: ApprovalRequest) -> Decision:
         card = ApprovalCard(request, allow_always=self.allow_always, scopes=self.scopes)
+        self.cards[request.call.id] = card
         try:
             display(card.widget)
         except KeyboardInterrupt:
@@ -381,6 +388,60 @@ def show_unasked(request: ApprovalRequest, why: str) -> None:
         "text/plain": plain + (f"\n{code}" if code is not None else ""),
     }
     display(bundle, raw=True)
+
+
+class StepChangesBox:
+    """What a step changed, what undo cannot put back, and its Undo button.
+
+    ``on_undo`` undoes the step and returns what it did, or raises ValueError saying why it
+    cannot; None: the step has nothing to undo (no button).
+    """
+
+    def __init__(
+        self,
+        lines: Sequence[str],
+        notes: Sequence[str],
+        on_undo: Callable[[], list[str]] | None,
+    ) -> None:
+        self.on_undo = on_undo
+        items = "".join(f"<li>{_visible(html.escape(line))}</li>" for line in lines)
+        notes_html = "".join(
+            f"<div class='qloop-undo-note' style='{MUTED}'>{html.escape(n)}</div>" for n in notes
+        )
+        self.changes = widgets.HTML(
+            f"<div class='qloop-step-changes'><span style='{MUTED}'>changes:</span>"
+            f"<ul style='margin:2px 0'>{items}</ul>{notes_html}</div>"
+        )
+        self.button = _button("Undo", icon="undo", tooltip="Put back what this step changed")
+        self.button.on_click(lambda _: self._undo())
+        self.status = widgets.HTML()
+        row = [self.button, self.status] if on_undo is not None else [self.status]
+        self.widget = widgets.VBox([self.changes, widgets.HBox(row)])
+        self.widget.add_class("qloop-step-outcome")
+
+    def _undo(self) -> None:
+        if self.on_undo is None:
+            return
+        try:
+            done = self.on_undo()
+        except ValueError as exc:
+            self.set_status(f"not undone: {exc}")
+            return
+        self.undone(done)
+
+    def undone(self, done: Sequence[str]) -> None:
+        """The step was undone (here or by `%agent undo`): say what was put back."""
+        self.button.disabled = True
+        self.set_status("↶ undone: " + "; ".join(done))
+
+    def retire(self, why: str) -> None:
+        """Undo no longer applies to this step (a later step changed variables)."""
+        if not self.button.disabled:
+            self.button.disabled = True
+            self.set_status(why)
+
+    def set_status(self, text: str) -> None:
+        self.status.value = f"<span class='qloop-undo-status'>{html.escape(text)}</span>"
 
 
 class StopButton:
