@@ -28,6 +28,11 @@ from ..messages import (
 )
 
 REFRESH_S = 0.15  # how often streamed Markdown is re-rendered
+# Streamed text is shown in pieces of about this size, cut at paragraph breaks outside code: each
+# refresh re-sends only the piece still growing, not the whole answer. A piece that cannot be cut
+# (one long code block) is refreshed less often as it grows.
+ANSWER_PIECE_CHARS = 2_000
+STATUS_REFRESH_S = 0.5  # after a tool call, the status line is re-sent at most this often
 # The model's text is never trusted HTML: the qloop extension renders this MIME type through the
 # sanitizer; frontends without it show the text/plain fallback.
 ANSWER_MIME = "application/vnd.qloop.answer+json"
@@ -48,15 +53,26 @@ def status_text(
 ) -> str:
     tokens = f"{usage.total_tokens:,} tokens ({usage.cache_read_input_tokens:,} cached)"
     money = "" if cost is None else f" · ${cost:.4f}"
-    return f"turn {model_calls}/{max_turns} · {elapsed:.1f} s · {tokens}{money}"
+    return f"model call {model_calls}/{max_turns} · {elapsed:.1f} s · {tokens}{money}"
+
+
+def waiting_text(max_turns: int) -> str:
+    return f"waiting for the model · up to {max_turns} model calls"
+
+
+LINE_KINDS = ("info", "warn", "error", "ok")
 
 
 def line(text: str, kind: str = "info") -> None:
-    """A compact one-line note in the cell (HTML with a plain-text fallback)."""
-    colour = {"info": "#57606a", "warn": "#9a6700", "error": "#cf222e", "ok": "#1a7f37"}[kind]
+    """A compact one-line note in the cell (HTML with a plain-text fallback).
+
+    Colours come from the theme through the extension's stylesheet (``qloop-line qloop-KIND``); a
+    frontend without it shows the line in its own text colour.
+    """
+    if kind not in LINE_KINDS:
+        raise ValueError(f"line kind {kind!r} is not one of {LINE_KINDS}")
     bundle = {
-        "text/html": f"<div class='qloop-line qloop-{kind}' style='color:{colour}'>"
-        f"{html.escape(text)}</div>",
+        "text/html": f"<div class='qloop-line qloop-{kind}'>{html.escape(text)}</div>",
         "text/plain": text,
     }
     display(bundle, raw=True)
@@ -81,13 +97,15 @@ class TurnDisplay(TurnObserver):
         self.usage = Usage()
         self.cost: float | None = None
         self.model_calls = 0
-        self._text = ""
+        self._text = ""  # the piece of streamed text still growing
         self._text_handle: Any = None
+        self._pieces: list[Any] = []  # this segment's finished pieces (a retry blanks them)
         self._thinking = ""
         self._thinking_handle: Any = None
         self._last_refresh = 0.0
         self._stop: Any = None
         self._status_handle: Any = None
+        self._status_at = 0.0
         if interactive:
             from .approval import StopButton
 
@@ -95,7 +113,7 @@ class TurnDisplay(TurnObserver):
             display(self._stop.widget)
         else:
             self._status_handle = display({"text/plain": ""}, raw=True, display_id=True)
-        self._show_status(f"turn 0/{max_turns} · waiting for the model")
+        self._show_status(waiting_text(max_turns))
 
     # --- model events ---------------------------------------------------------------------
 
@@ -130,18 +148,21 @@ class TurnDisplay(TurnObserver):
             line(f"✘ {outcome.call.name}: {first}", "warn")
         elif outcome.call.name not in self.cards_for or outcome.decision in ("always", "auto"):
             line(f"✔ {outcome.call.name} ({outcome.duration_s:.2f} s)", "ok")
-        self._show_status(self._status())
+        if time.monotonic() - self._status_at >= STATUS_REFRESH_S:
+            self._show_status(self._status())
 
     def finish(self, result: TurnResult) -> None:
         self._end_segment()
-        kind = "ok" if result.status == "completed" else "warn"
-        text = f"{describe_stop(result.stop)} · {self._status()}"
+        # An error is shown once, by the AgentError the cell raises: the status keeps the figures.
+        failed = result.status == "error"
+        head = "ended with an error" if failed else describe_stop(result.stop)
+        text = f"{head} · {self._status()}"
         if self._stop is not None:
             self._stop.finish(text)
         else:
             self._show_status(text)
-        if result.status != "completed":
-            line(describe_stop(result.stop), kind)
+        if result.status != "completed" and not failed:
+            line(describe_stop(result.stop), "warn")
 
     # --- helpers ------------------------------------------------------------------------------
 
@@ -152,6 +173,7 @@ class TurnDisplay(TurnObserver):
         return f"{text} · {granted}" if granted else text
 
     def _show_status(self, text: str) -> None:
+        self._status_at = time.monotonic()
         if self._stop is not None:
             self._stop.set_text(text)
         elif self._status_handle is not None:
@@ -159,13 +181,24 @@ class TurnDisplay(TurnObserver):
 
     def _refresh_text(self, force: bool) -> None:
         now = time.monotonic()
-        if not force and now - self._last_refresh < REFRESH_S:
+        wait = REFRESH_S * max(1.0, len(self._text) / ANSWER_PIECE_CHARS)
+        if not force and now - self._last_refresh < wait:
             return
         self._last_refresh = now
+        cut = _piece_end(self._text) if len(self._text) > ANSWER_PIECE_CHARS else None
+        if cut is not None:
+            done, self._text = self._text[:cut].rstrip("\n"), self._text[cut:].lstrip("\n")
+            self._show_piece(done)
+            self._pieces.append(self._text_handle)
+            self._text_handle = None
+        if self._text:
+            self._show_piece(self._text)
+
+    def _show_piece(self, text: str) -> None:
         if self._text_handle is None:
-            self._text_handle = show_answer(self._text)
+            self._text_handle = show_answer(text)
         else:
-            self._text_handle.update(answer_bundle(self._text), raw=True)
+            self._text_handle.update(answer_bundle(text), raw=True)
 
     def _refresh_thinking(self) -> None:
         body = html.escape(self._thinking)
@@ -180,18 +213,31 @@ class TurnDisplay(TurnObserver):
 
     def _discard_partial(self) -> None:
         """A failed attempt's streamed text is not part of the answer: blank it before the retry."""
-        if self._text_handle is not None:
-            self._text_handle.update(answer_bundle(""), raw=True)
+        for handle in [*self._pieces, self._text_handle]:
+            if handle is not None:
+                handle.update(answer_bundle(""), raw=True)
         if self._thinking_handle is not None:
             self._thinking_handle.update(HTML(""))
-        self._text, self._text_handle = "", None
+        self._text, self._text_handle, self._pieces = "", None, []
         self._thinking, self._thinking_handle = "", None
 
     def _end_segment(self) -> None:
         if self._text:
             self._refresh_text(force=True)
-        self._text, self._text_handle = "", None
+        self._text, self._text_handle, self._pieces = "", None, []
         self._thinking, self._thinking_handle = "", None
+
+
+def _piece_end(text: str) -> int | None:
+    """Where the last paragraph break outside a fenced code block is (None: there is none)."""
+    cut, fenced, offset = None, False, 0
+    for raw in text.splitlines(keepends=True):
+        if raw.lstrip().startswith(("```", "~~~")):
+            fenced = not fenced
+        elif not fenced and not raw.strip() and offset:
+            cut = offset
+        offset += len(raw)
+    return cut
 
 
 def _short_input(value: dict[str, Any], limit: int = 80) -> str:

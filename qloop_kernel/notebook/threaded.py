@@ -2,7 +2,8 @@
 
 The kernel's main thread renders output, shows approval cards and runs user code, so it must stay free:
 the HTTP stream is read on a worker, events cross over through a queue, and the main thread waits with the
-shell pump so widget clicks (the Stop button) keep working while the model streams.
+shell pump so widget clicks (the Stop button) keep working while the model streams. One wait covers a
+whole model call (events are handled as the wait re-checks), and the workers are kept between calls.
 """
 
 from __future__ import annotations
@@ -17,6 +18,33 @@ from ..messages import ModelEvent, ModelRequest, ModelResponse
 from .pump import wait_until, wake
 
 _DONE = object()
+
+
+class _Workers:
+    """Daemon threads kept between model calls; a new one starts only when none is idle (a call that
+    was interrupted may still be closing its stream). Daemons: the kernel exits without waiting."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._idle = 0
+        self._lock = threading.Lock()
+
+    def submit(self, job: Callable[[], None]) -> None:
+        with self._lock:
+            start = self._idle == 0
+            self._idle = max(self._idle - 1, 0)
+        self._jobs.put(job)
+        if start:
+            threading.Thread(target=self._serve, name="qloop-model", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            self._jobs.get()()
+            with self._lock:
+                self._idle += 1
+
+
+_workers = _Workers()
 
 
 class ThreadedModel:
@@ -41,10 +69,9 @@ class ThreadedModel:
                 events.put(_DONE)
                 wake()
 
-        worker = threading.Thread(target=work, name="qloop-model", daemon=True)
-        worker.start()
+        _workers.submit(work)
         try:
-            _drain_until_done(events, on_event)
+            wait_until(_Drain(events, on_event))
         except BaseException:
             cancel.cancel()  # a KeyboardInterrupt here: close the stream, let the worker end
             raise
@@ -62,13 +89,19 @@ def _forward(events: queue.SimpleQueue[Any]) -> Callable[[ModelEvent], None]:
     return put
 
 
-def _drain_until_done(
-    events: queue.SimpleQueue[Any], on_event: Callable[[ModelEvent], None]
-) -> None:
-    while True:
-        wait_until(lambda: not events.empty())
-        while not events.empty():
-            item = events.get_nowait()
+class _Drain:
+    """The wait's condition: hands the queued events to ``on_event``; true once the call is over."""
+
+    def __init__(self, events: queue.SimpleQueue[Any], on_event: Callable[[ModelEvent], None]):
+        self.events = events
+        self.on_event = on_event
+        self.done = False
+
+    def __call__(self) -> bool:
+        while not self.done and not self.events.empty():
+            item = self.events.get_nowait()
             if item is _DONE:
-                return
-            on_event(item)
+                self.done = True
+            else:
+                self.on_event(item)
+        return self.done
