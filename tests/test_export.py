@@ -116,3 +116,29 @@ def test_an_exported_notebook_runs_without_qloop_and_yields_the_same_variables(
         AgentNotebookClient(replayed, progress=False, timeout=300).execute()
         assert api.requests == []
     assert json.loads(replayed.cells[-1].outputs[0]["text"]) == plain
+
+
+@pytest.mark.kernel
+def test_agent_export_and_history_in_a_kernel() -> None:
+    from qloop_kernel.testing import Reply, StandInAPI, text, tool_use
+    from tests.kernel_client import LabKernel
+
+    script = [Reply([tool_use("run_code", {"code": "y = 2 * 21"})]), Reply([text("y is 42")])]
+    with (
+        StandInAPI(script) as api,
+        LabKernel({**api.environment(), "QLOOP_APPROVAL": "auto"}) as lab,
+    ):
+        lab.run("%load_ext qloop_kernel")
+        earlier = {"digest": "sha256:earlier", "status": "completed", "prompt": "Set y.",
+                   "updated_at": "2026-12-01T10:00:00", "tool_calls": [], "history": []}  # fmt: skip
+        # The cell holds a record from elsewhere that cannot be read: the new turn keeps it.
+        agent = lab.execute("%%agent --fresh\nSet y.", cell_id="c1", metadata={"qloop": earlier})
+        assert lab.complete(agent, 60)["content"]["status"] == "ok"
+        exported = lab.execute("%agent export", cell_id="c2")
+        reply = lab.complete(exported, 30)["content"]
+        assert reply["status"] == "ok" and "y = 2 * 21" in lab.stdout(exported)
+        [payload] = [p for p in reply["payload"] if p["source"] == "set_next_input"]
+        assert "y = 2 * 21" in payload["text"] and "# > Set y." in payload["text"]
+        listing = lab.run("%agent history", cell_id="c3")
+        assert "cell c1:" in listing and "1 code step(s) · Set y." in listing
+        assert "  1. 2026-12-01 10:00:00 · completed · 0 code step(s) · Set y." in listing

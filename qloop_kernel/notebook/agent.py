@@ -45,6 +45,7 @@ class KernelAgent:
         self.base_settings = settings  # from config and environment: the policy for hidden code
         self.manager = ConversationManager(settings=settings)
         self.step_running = False  # an approved step runs: qloop commands are refused (guard.py)
+        self.saved_records: dict[str, Any] = {}  # cell id -> its saved record as last sent
         self.grants = Grants()  # what runs without a card: cell, session and notebook grants
         self.notebook_grants = NotebookGrantStore(self.grants)
 
@@ -114,6 +115,8 @@ class KernelAgent:
             self.manager.reset()
         if no_metadata(cell) and not options.fresh and os.environ.get(ASK_WITHOUT_RECORD) != "1":
             raise AgentError(NO_METADATA)
+        if cell.cell_id and isinstance(cell.saved, dict):
+            self.saved_records[cell.cell_id] = cell.saved  # for %agent history
         if cell.saved is not None and not options.fresh:
             try:
                 record = load_record(cell.saved)
@@ -168,6 +171,8 @@ class KernelAgent:
             prompt, model=model, runtime=runtime, settings=settings, cell_id=cell.cell_id,
             observer=FingerprintingObserver(view, prints), cancel=cancel, store=store,
         )  # fmt: skip
+        if cell.cell_id and store.last is not None:  # what the cell holds now, for %agent history
+            self.saved_records[cell.cell_id] = store.last.model_dump(mode="json")
         view.finish(result)
         if result.stop == Interrupted("keyboard"):
             raise KeyboardInterrupt

@@ -30,6 +30,8 @@ HELP = """\
 %agent revoke TOOL|all       remove the grants of TOOL (or all of them)
 %agent reset                 start a fresh conversation; clears the session's and cells' grants
 %agent key                   type the API key for this kernel (not shown, never saved)
+%agent history               the earlier records the agent cells run in this kernel keep
+%agent export                this session's approved agent steps as one plain code cell below
 %agent private [NAME ...]    keep variables from the agent (tools refuse to show them); no NAME:
                              list them; --clear [NAME ...]: make them (or all) visible again
 options: --approve {{{policies}}} --max-turns N --max-cost USD --max-tokens N
@@ -289,6 +291,29 @@ def _private(magics: Any, args: list[str]) -> None:
     print(f"private variables (tools do not inspect or print them): {shown}")
 
 
+def _history(magics: Any, args: list[str]) -> None:
+    from ..records.history import describe
+
+    saved = magics.agent.saved_records
+    if not saved:
+        print("no saved agent cells have run in this kernel yet")
+        return
+    for cell_id, record in saved.items():
+        print("\n".join(describe(cell_id, record)))
+    print('restore one with "Restore an Earlier Agent Record…" in the cell\'s context menu')
+
+
+def _export(magics: Any, args: list[str]) -> None:
+    from ..headless.export import records_script
+
+    script = records_script(list(magics.agent.manager.records.values()))
+    if not script:
+        print("no agent turns in this session yet")
+        return
+    magics.shell.set_next_input(script)  # a frontend puts it in a new cell below
+    print(script)
+
+
 @dataclass(frozen=True)
 class Command:
     """A sub-command and the numbers of words it takes; other word counts are a one-line task."""
@@ -308,5 +333,7 @@ COMMANDS = {
     "revoke": Command(_revoke, (1,)),
     "reset": Command(_reset, (0,)),
     "key": Command(_key, (0,)),
+    "history": Command(_history, (0,)),
+    "export": Command(_export, (0,)),
     "private": Command(_private, tuple(range(33))),
 }

@@ -122,9 +122,11 @@ class AnnotatedStore:
         self.previous = previous if isinstance(previous, dict) else None
         self.unseen = unseen
         self.fingerprint = fingerprint
+        self.last: CellRecord | None = None  # the latest record saved, as annotated
 
     def save(self, record: CellRecord) -> None:
-        self.inner.save(self.annotated(record))
+        self.last = self.annotated(record)
+        self.inner.save(self.last)
 
     def keep(self, record: CellRecord) -> None:
         self.inner.keep(record)
@@ -137,3 +139,22 @@ class AnnotatedStore:
         history = history_after(self.previous)
         update["history"] = pushed(history[1:], history[0], room) if history and room > 0 else []
         return record.model_copy(update=update)
+
+
+def describe(cell_id: str, record: Record) -> list[str]:
+    """Lines listing a cell's record and its earlier ones (``%agent history``)."""
+
+    def one(item: Record) -> str:
+        when = str(item.get("updated_at", ""))[:19].replace("T", " ") or "undated"
+        calls = [c for c in item.get("tool_calls") or [] if isinstance(c, dict)]
+        steps = sum(1 for c in calls if c.get("name") == "run_code")
+        unseen = " · made without the saved record" if item.get("metadata_unseen") else ""
+        prompt = " ".join(str(item.get("prompt", "")).split())[:60]
+        return f"{when} · {item.get('status', '?')} · {steps} code step(s){unseen} · {prompt}"
+
+    history = [e for e in record.get("history") or [] if isinstance(e, dict)]
+    lines = [f"cell {cell_id}: {one(record)}"]
+    lines += [f"  {index}. {one(item)}" for index, item in enumerate(history, 1)]
+    if not history:
+        lines.append("  no earlier records")
+    return lines
