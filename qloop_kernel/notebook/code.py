@@ -9,7 +9,6 @@ variables the step created, changed and deleted (``undo``: saved before it runs,
 from __future__ import annotations
 
 import contextlib
-import reprlib
 import signal
 import threading
 from collections.abc import Iterator
@@ -20,10 +19,12 @@ from ..errors import ToolFailure
 from ..messages import Block
 from ..redact import PrivateVariables, redact_text, redacting_also
 from ..tools.runtime import format_exception, strip_ansi, truncate
+from ..tools.summaries import bounded_repr
 
 MAX_IMAGES = 4
 MAX_IMAGE_BASE64 = 2_000_000  # about 1.5 MB of PNG
 MAX_STREAM_CHARS = 10_000
+RESULT_CHARS = 4_000  # the value of the last expression (lazy objects are never rendered)
 
 
 class ToolTimeout(Exception):
@@ -111,7 +112,7 @@ def _content(
     images, shown = _displays(captured.outputs)
     sections += shown
     if value is not None:
-        sections.append("result:\n" + bounded_repr(value))
+        sections.append("result:\n" + bounded_repr(value, RESULT_CHARS))
     if isinstance(error, ToolTimeout):
         sections.append(f"error: {error}. Variables may be partly updated.")
     elif error is not None:
@@ -142,19 +143,3 @@ def _displays(outputs: list[Any]) -> tuple[list[Block], list[str]]:
 
 def _image(data: str) -> Block:
     return {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}
-
-
-_repr = reprlib.Repr()
-_repr.maxstring = 2000
-_repr.maxother = 2000
-_repr.maxlist = _repr.maxtuple = _repr.maxdict = _repr.maxset = 30
-
-
-def bounded_repr(value: Any, limit: int = 4000) -> str:
-    """A repr that cannot blow up: library objects bound themselves (pandas), the rest is cut."""
-    module = type(value).__module__.split(".")[0]
-    try:
-        text = repr(value) if module in ("pandas", "numpy") else _repr.repr(value)
-    except Exception as exc:  # a broken __repr__ must not fail the tool
-        text = f"<{type(value).__name__} object; repr failed: {type(exc).__name__}: {exc}>"
-    return truncate(text, limit)
