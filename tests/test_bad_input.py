@@ -24,8 +24,10 @@ from IPython.core.interactiveshell import InteractiveShell
 from pydantic import BaseModel, Field, ValidationError
 from traitlets.config import Config
 
+from qloop_kernel.headless.runner import AgentNotebookClient
 from qloop_kernel.loop import Limits, QueryLoop
 from qloop_kernel.messages import ToolCall, ToolOutcome
+from qloop_kernel.notebook.tools import builtin_tools
 from qloop_kernel.permissions import ApprovalRequest, Approve, Decision, Deny
 from qloop_kernel.records import (
     CellRecord,
@@ -33,10 +35,8 @@ from qloop_kernel.records import (
     Timings,
     ToolCallRecord,
 )
-from qloop_kernel.headless.runner import AgentNotebookClient
 from qloop_kernel.testing import StandInAPI, text
 from qloop_kernel.testing.scripted import ScriptedModel, respond
-from qloop_kernel.notebook.tools import builtin_tools
 from qloop_kernel.text import MARKER as TRUNCATION_MARKER
 from qloop_kernel.tools.runtime import MAX_RESULT_CHARS, Tool, ToolRuntime
 

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from qloop_kernel.headless.cli import main as qloop_main
-from qloop_kernel.records import RecordError, load_record
 from qloop_kernel.headless.runner import AgentNotebookClient
+from qloop_kernel.records import RecordError, load_record
 from qloop_kernel.testing import Reply, StandInAPI, text, tool_use
 
 pytestmark = pytest.mark.kernel
