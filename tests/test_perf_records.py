@@ -101,7 +101,10 @@ def test_each_tool_call_is_built_once_and_shared_by_later_records() -> None:
     assert first.tool_calls and all(
         a is b for a, b in zip(first.tool_calls, later.tool_calls, strict=False)
     )
-    assert all(a is b for a, b in zip(later.tool_calls, record.tool_calls, strict=False))
+    # A running record is re-sent as it grows: its output summaries are short; the final one's full.
+    assert all(len(c.output_summary) < 300 for c in later.tool_calls)
+    full = record.tool_calls[0].output_summary
+    assert len(full) > 1000 and full.startswith(later.tool_calls[0].output_summary[:100])
 
 
 def test_a_running_record_holds_the_prompt_and_calls_but_not_the_conversation() -> None:

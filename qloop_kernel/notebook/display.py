@@ -32,7 +32,7 @@ REFRESH_S = 0.15  # how often streamed Markdown is re-rendered
 # refresh re-sends only the piece still growing, not the whole answer. A piece that cannot be cut
 # (one long code block) is refreshed less often as it grows.
 ANSWER_PIECE_CHARS = 2_000
-STATUS_REFRESH_S = 0.5  # after a tool call, the status line is re-sent at most this often
+STATUS_REFRESH_S = 0.5  # while calls come fast, the status line is re-sent at most this often
 # The model's text is never trusted HTML: the qloop extension renders this MIME type through the
 # sanitizer; frontends without it show the text/plain fallback.
 ANSWER_MIME = "application/vnd.qloop.answer+json"
@@ -135,7 +135,8 @@ class TurnDisplay(TurnObserver):
         self._end_segment()
         self.model_calls += 1
         self.usage, self.cost = usage, cost_usd
-        self._show_status(self._status())
+        if self.model_calls == 1 or time.monotonic() - self._status_at >= STATUS_REFRESH_S:
+            self._show_status(self._status())
 
     def on_tool_start(self, call: ToolCall) -> None:
         self._end_segment()

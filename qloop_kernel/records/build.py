@@ -28,6 +28,7 @@ from .schema import (
 )
 
 OUTPUT_SUMMARY_CHARS = 2000
+RUNNING_SUMMARY_CHARS = 200  # a running record is re-sent as it grows: it carries shorter summaries
 SIGNED_BLOCKS = ("thinking", "redacted_thinking")
 
 
@@ -124,6 +125,7 @@ class RecordBuilder:
         self._opening = saved_messages(opening or [])  # what a running record shows of the talk
         self._outcomes: list[ToolOutcome] = []
         self.tool_calls: list[ToolCallRecord] = []
+        self._running_calls: list[ToolCallRecord] = []  # the same, output summaries shortened
         self.egress: list[EgressRecord] = [
             EgressRecord(kind="prompt", name="prompt", chars=len(prompt))
         ]
@@ -131,7 +133,9 @@ class RecordBuilder:
     def add(self, outcome: ToolOutcome) -> None:
         """Record one answered tool call (its record is built now, and only now)."""
         self._outcomes.append(outcome)
-        self.tool_calls.append(tool_call_record(outcome))
+        call = tool_call_record(outcome)
+        self.tool_calls.append(call)
+        self._running_calls.append(_shortened(call, RUNNING_SUMMARY_CHARS))
         sent = egress_of(outcome)
         if sent is not None:
             self.egress.append(sent)
@@ -141,8 +145,10 @@ class RecordBuilder:
         return len(self._outcomes)
 
     def running(self, progress: TurnProgress | None = None) -> CellRecord:
-        """The record of the turn so far (status ``running``)."""
-        return bounded(self._record("running", self._opening, progress or TurnProgress()))
+        """The record of the turn so far (status ``running``; output summaries shortened)."""
+        record = self._record("running", self._opening, progress or TurnProgress())
+        record.tool_calls = list(self._running_calls)
+        return bounded(record)
 
     def finished(self, result: TurnResult, turn_messages: list[dict[str, Any]]) -> CellRecord:
         """The record of the finished turn: its conversation, answer, totals and timings."""
@@ -170,6 +176,7 @@ class RecordBuilder:
         same = len(outcomes) >= known and all(map(operator.is_, outcomes, self._outcomes))
         if not same:  # not the outcomes announced so far: build them all again
             self._outcomes, self.tool_calls, self.egress = [], [], self.egress[:1]
+            self._running_calls = []
             known = 0
         for outcome in outcomes[known:]:
             self.add(outcome)
@@ -333,6 +340,12 @@ def _cut_block(block: Any, chars: int) -> Any:
     if block.get("type") == "tool_result" and isinstance(block.get("content"), str):
         return {**block, "content": truncate(block["content"], chars)}
     return block
+
+
+def _shortened(call: ToolCallRecord, chars: int) -> ToolCallRecord:
+    if len(call.output_summary) <= chars:
+        return call
+    return call.model_copy(update={"output_summary": truncate(call.output_summary, chars)})
 
 
 def _cut_call(call: ToolCallRecord, chars: int) -> ToolCallRecord:
