@@ -9,7 +9,9 @@ the papermill engine and the nbconvert preprocessor use it.
 
 from __future__ import annotations
 
+import os
 import sys
+import uuid
 from typing import Any, TextIO
 
 from nbclient import NotebookClient
@@ -87,6 +89,17 @@ class AgentNotebookClient(SendsCellMetadata, NotebookClient):
         super().__init__(nb, **kwargs)
         self.progress = sys.stderr if progress is True else (progress or None)
         self.send_cell_metadata()
+
+    def create_kernel_manager(self) -> Any:
+        """The kernel talks over IPC sockets in the user's runtime directory: nothing on a port."""
+        from jupyter_core.paths import jupyter_runtime_dir
+
+        km = super().create_kernel_manager()
+        runtime = jupyter_runtime_dir()
+        os.makedirs(runtime, mode=0o700, exist_ok=True)
+        km.transport = "ipc"
+        km.ip = os.path.join(runtime, f"qloop-run-{uuid.uuid4().hex[:12]}-ipc")
+        return km
 
 
 def keep_record(cell: Any) -> None:
