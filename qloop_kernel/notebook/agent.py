@@ -48,6 +48,27 @@ class KernelAgent:
         self.saved_records: dict[str, Any] = {}  # cell id -> its saved record as last sent
         self.grants = Grants()  # what runs without a card: cell, session and notebook grants
         self.notebook_grants = NotebookGrantStore(self.grants)
+        self.turn_running = False  # undo waits until the turn has ended
+        self.undo = self._undo_log()
+
+    def _undo_log(self) -> Any:
+        """The kernel's undo log, told this session's budget, and whom to tell of an undo."""
+        from .changes import StepViews
+        from .undo import undo_log
+
+        log = undo_log(self.shell)
+        log.budget = lambda: self.manager.settings.undo_budget_bytes()
+        log.turn_running = lambda: self.turn_running
+        log.on_step, log.on_undone = [], []  # a reloaded extension replaces the earlier agent's
+        log.on_undone.append(self._tell_model)
+        self.step_views = StepViews(log)
+        return log
+
+    def _tell_model(self, report: Any) -> None:
+        """The model reads what was undone in its next turn, with the result of the undone step."""
+        from .undo import note_in_conversation
+
+        note_in_conversation(self.manager.messages, report.call_id, report.model_note())
 
     def tools(self, settings: Settings) -> list[Any]:
         from .tools import builtin_tools
@@ -72,6 +93,7 @@ class KernelAgent:
         can click (every call that runs without one is shown, with its code)."""
         from ..tools.runtime import ToolRuntime
         from .approval import CardApprover, show_unasked
+        from .changes import UndoNotices
         from .guard import StepGuard
 
         name = self.policy_for(settings, cell)
@@ -81,8 +103,11 @@ class KernelAgent:
         card = CardApprover(scopes=scopes) if cell.interactive else None
         hint = HEADLESS_HINT if not cell.interactive else INTERACTIVE_HINT
         policy = ApprovalPolicy(name, cell.interactive, settings.ask_read, hint)
+        approver = policy_approver(name, card)
+        if card is not None and approver is card:  # the card says what cannot be undone
+            approver = UndoNotices(card, self.undo)
         return ToolRuntime.of(
-            tools, policy_approver(name, card), grants=self.grants, policy=policy,
+            tools, approver, grants=self.grants, policy=policy,
             cell_id=cell.cell_id, guard=StepGuard(self),
             on_unasked=show_unasked if cell.interactive else None,
         )  # fmt: skip
@@ -134,6 +159,7 @@ class KernelAgent:
         from ..model import AnthropicModel
         from ..records.drift import FingerprintingObserver, TurnPrints
         from ..records.history import AnnotatedStore
+        from .changes import ChangesStore, StepOutcomes
         from .display import TurnDisplay, line
         from .ledger import cell_ledger
         from .threaded import ThreadedModel
@@ -150,12 +176,13 @@ class KernelAgent:
         cards = {t.name for t in tools if t.requires_approval} if cell.interactive else set()
         cancel = CancelToken()
         prints = TurnPrints(self.shell.user_ns, cells=cell_ledger(self.shell).defined)
-        store = AnnotatedStore(
+        annotated = AnnotatedStore(
             store_for(cell),
             previous=cell.saved,
             unseen=no_metadata(cell),
             fingerprint=lambda record: prints.build(final=record.status != "running"),
         )
+        store = ChangesStore(annotated, self.undo)  # each step's changes in the record
         view = TurnDisplay(
             interactive=cell.interactive,
             max_turns=settings.max_turns,
@@ -167,12 +194,21 @@ class KernelAgent:
             line("headless run: only 'read' code steps run (policy 'readonly'); allow more with "
                  "`--approve write` or `--approve auto` (or QLOOP_APPROVAL)", "warn")  # fmt: skip
         model = ThreadedModel(AnthropicModel(settings.model))
-        result, _ = self.manager.run_turn(
-            prompt, model=model, runtime=runtime, settings=settings, cell_id=cell.cell_id,
-            observer=FingerprintingObserver(view, prints), cancel=cancel, store=store,
+        observer = StepOutcomes(
+            FingerprintingObserver(view, prints), self.step_views,
+            cards=getattr(runtime.approver, "cards", None), interactive=cell.interactive,
         )  # fmt: skip
-        if cell.cell_id and store.last is not None:  # what the cell holds now, for %agent history
-            self.saved_records[cell.cell_id] = store.last.model_dump(mode="json")
+        self.turn_running = True
+        try:
+            result, _ = self.manager.run_turn(
+                prompt, model=model, runtime=runtime, settings=settings, cell_id=cell.cell_id,
+                observer=observer, cancel=cancel, store=store,
+            )  # fmt: skip
+        finally:
+            self.turn_running = False
+            self.undo.discard()  # a snapshot prepared for a step that never ran
+        if cell.cell_id and annotated.last is not None:  # what the cell holds, for %agent history
+            self.saved_records[cell.cell_id] = annotated.last.model_dump(mode="json")
         view.finish(result)
         if result.stop == Interrupted("keyboard"):
             raise KeyboardInterrupt

@@ -1,5 +1,5 @@
 """The ``%agent`` sub-commands: help, status, set, models, price, allow, grants, revoke, reset, key,
-private."""
+history, export, undo, private."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ HELP = """\
 %agent key                   type the API key for this kernel (not shown, never saved)
 %agent history               the earlier records the agent cells run in this kernel keep
 %agent export                this session's approved agent steps as one plain code cell below
+%agent undo                  put back what the last agent step changed; removes what it created
 %agent private [NAME ...]    keep variables from the agent (tools refuse to show them); no NAME:
                              list them; --clear [NAME ...]: make them (or all) visible again
 options: --approve {{{policies}}} --max-turns N --max-cost USD --max-tokens N
@@ -271,6 +272,15 @@ def _key(magics: Any, args: list[str]) -> None:
     print("API key set for this kernel")
 
 
+def _undo(magics: Any, args: list[str]) -> None:
+    log = magics.agent.undo
+    try:
+        report = log.undo()
+    except ValueError as exc:
+        raise UsageError(f"%agent undo: {exc}") from None
+    print("undone: " + "; ".join(report.lines()))
+
+
 def _private(magics: Any, args: list[str]) -> None:
     from ..redact import private_variables
 
@@ -335,5 +345,6 @@ COMMANDS = {
     "key": Command(_key, (0,)),
     "history": Command(_history, (0,)),
     "export": Command(_export, (0,)),
+    "undo": Command(_undo, (0,)),
     "private": Command(_private, tuple(range(33))),
 }

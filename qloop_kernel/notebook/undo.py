@@ -20,6 +20,7 @@ import re
 import sys
 import types
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +38,7 @@ from ..tools.summaries.arrow import is_arrow_array, is_arrow_table
 from ..tools.summaries.common import instance_of, is_lazy_like
 from ..tools.summaries.polars import is_polars_frame, is_polars_series
 
+MAX_RECORDED_STEPS = 500  # steps whose changes are kept for their records
 WALK_OBJECTS = 100_000  # objects a plain value may hold and still be measured and deep-copied
 BUDGET_HINT = "raise it with `%agent set undo_budget_mb N`"
 _NAMESPACE_REASON = re.compile(r"^(creates|overwrites|changes|deletes) ([A-Za-z_]\w*)(?:,| \(|$)")
@@ -277,6 +279,18 @@ class StepChanges:
     def lines(self) -> list[str]:
         return change_lines(self.changes) if self.changes else ["no variables changed"]
 
+    def not_undone(self) -> list[str]:
+        """What undoing this step would not put back: effects elsewhere, variables not saved."""
+        snapshot = self.snapshot
+        reasons = [f"{effect}, outside the namespace" for effect in snapshot.outside]
+        for change in self.changes:
+            name = change.name
+            if change.kind == "created" or name in snapshot.saved:
+                continue
+            why = snapshot.missed.get(name, "was not saved (the analysis did not foresee it)")
+            reasons.append(f"{name} {why}")
+        return reasons
+
     def text(self) -> str:
         """The section of the tool result that tells the model what the step changed."""
         return "namespace changes:\n" + "\n".join(self.lines())
@@ -377,9 +391,7 @@ def undo_step(step: StepChanges, namespace: dict[str, Any]) -> UndoReport:
                 namespace[name] = saved.value
             restored.append(name)
         else:
-            why = snapshot.missed.get(
-                name, "was not saved before the step (the analysis did not foresee it)"
-            )
+            why = snapshot.missed.get(name, "was not saved (the analysis did not foresee it)")
             missing.append(f"{name} {why}")
     step.undone = True
     return UndoReport(restored, removed, missing, since, list(snapshot.outside), step.call_id)
@@ -407,7 +419,9 @@ class UndoLog:
         self.budget: Callable[[], int] = default_budget
         self.turn_running: Callable[[], bool] = lambda: False
         self.pending: Snapshot | None = None
-        self.last: StepChanges | None = None
+        self.last: StepChanges | None = None  # the step Undo applies to
+        self.latest: StepChanges | None = None  # the step that ran last (it may change nothing)
+        self.recorded: OrderedDict[str, list[Change]] = OrderedDict()  # call id -> its changes
         self.on_step: list[Callable[[StepChanges | None], None]] = []  # a newer step replaces it
         self.on_undone: list[Callable[[UndoReport], None]] = []
 
@@ -458,10 +472,23 @@ class UndoLog:
             snapshot, self.shell.user_ns,
             hidden=getattr(self.shell, "user_ns_hidden", None), private=private,
         )  # fmt: skip
+        self.latest = step
         if step.changes:
             self.last = step
             for listener in list(self.on_step):
                 listener(step)
+        return step
+
+    def claim(self, call_id: str) -> StepChanges | None:
+        """The step that tool call ``call_id`` just ran (None if it ran none): named, and kept
+        for the turn's record."""
+        step = self.latest
+        if step is None or step.call_id is not None:
+            return None
+        step.call_id = call_id
+        self.recorded[call_id] = step.changes
+        while len(self.recorded) > MAX_RECORDED_STEPS:
+            self.recorded.popitem(last=False)
         return step
 
     def can_undo(self, step: StepChanges | None = None) -> str | None:

@@ -20,7 +20,7 @@ import math
 import types
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from .summaries import is_dataframe, is_ndarray, is_series, qualified_name, shape_of
 from .summaries.arrow import is_arrow_array, is_arrow_table
@@ -399,3 +399,35 @@ def change_lines(found: Iterable[Change], limit: int = MAX_LINES) -> list[str]:
     if len(lines) > limit:
         return [*lines[:limit], f"… and {len(lines) - limit} more"]
     return lines
+
+
+class ChangeLike(Protocol):
+    """A change as a step made it now (:class:`Change`) or as a record saved it."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def summary(self) -> str: ...
+    @property
+    def hash(self) -> str: ...
+
+
+def compare_changes(saved: Iterable[ChangeLike], now: Iterable[ChangeLike]) -> list[str]:
+    """How a step's changes now differ from the saved run's, one line per variable."""
+    before = {c.name: c for c in saved}
+    after = {c.name: c for c in now}
+    found = []
+    for name in sorted(before.keys() | after.keys()):
+        old, new = before.get(name), after.get(name)
+        if old is None and new is not None:
+            found.append(f"{name}: {new.summary} now, untouched in the saved run")
+        elif new is None and old is not None:
+            found.append(f"{name}: {old.summary} in the saved run, untouched now")
+        elif old is not None and new is not None:
+            if old.summary != new.summary:
+                found.append(f"{name}: {old.summary} in the saved run, {new.summary} now")
+            elif old.hash and new.hash and old.hash != new.hash:
+                found.append(f"{name}: {new.summary}, with other values than in the saved run")
+    return found
