@@ -41,6 +41,7 @@ from ..settings import Settings
 from ..tools.risk import Assessment, Reason, most_severe
 from ..tools.runtime import Tool, ToolRuntime
 from .cell import AgentError, CellContext, store_for
+from .undo import StepChanges, UndoLog, undo_log
 
 RECEIVED_OPT_IN = "QLOOP_REPLAY_RECEIVED"  # set by `qloop run --replay-received`, never by a notebook
 RECEIVED_NOTICE = (
@@ -160,7 +161,7 @@ def replay(host: ReplayHost, record: CellRecord, policy: Policy, cell: CellConte
         if record.answer:
             show_answer(record.answer, replayed=False)
         return
-    differing = _run_steps(runtime, plan)
+    differing = _run_steps(runtime, plan, undo_log(host.shell))
     differing += changed_after(record.fingerprint, host.shell.user_ns)
     if not host.manager.adopt(record):
         line("the saved conversation cannot be sent to the model again; later agent cells will not "
@@ -189,8 +190,8 @@ def drift_before(shell: Any, record: CellRecord) -> list[str]:
     return found
 
 
-def _run_steps(runtime: ToolRuntime, plan: ReplayPlan) -> list[str]:
-    """Run the steps in order; return how their outputs differ from the saved run."""
+def _run_steps(runtime: ToolRuntime, plan: ReplayPlan, log: UndoLog) -> list[str]:
+    """Run the steps in order; return how their outputs and changes differ from the saved run."""
     from .display import line
 
     differing: list[str] = []
@@ -209,10 +210,23 @@ def _run_steps(runtime: ToolRuntime, plan: ReplayPlan) -> list[str]:
                 f"replay stopped at step {index} of {total}: {first}. The saved record is "
                 "unchanged; re-run the cell with --fresh to ask the model again"
             )
-        for change in _output_changes(step, outcome):
+        now = log.claim(step.id)  # what the step changed: the last one `%agent undo` undoes
+        if now is not None and now.changes:
+            line(f"step {index}/{total} changed: " + "; ".join(now.lines()))
+        for change in [*_output_changes(step, outcome), *_namespace_changes(step, now)]:
             line(f"step {index}/{total}: {change}", "warn")
             differing.append(f"step {index}: {change}")
     return differing
+
+
+def _namespace_changes(step: ToolCallRecord, now: StepChanges | None) -> list[str]:
+    """How a replayed step's changes differ from the saved run's (none if they were not saved)."""
+    from ..tools.fingerprint import compare_changes
+    from .changes import variable_changes
+
+    if step.changes is None or now is None:
+        return []
+    return compare_changes(step.changes, variable_changes(now.changes))
 
 
 def _output_changes(step: ToolCallRecord, outcome: ToolOutcome) -> list[str]:
