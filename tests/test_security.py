@@ -14,7 +14,14 @@ from typing import Any
 import pytest
 
 from qloop_kernel.notebook.display import ANSWER_MIME
-from qloop_kernel.records import CellRecord, DecisionRecord, Timings, ToolCallRecord, signing
+from qloop_kernel.records import (
+    MIME_TYPE,
+    CellRecord,
+    DecisionRecord,
+    Timings,
+    ToolCallRecord,
+    signing,
+)
 from qloop_kernel.testing import Reply, StandInAPI, text, tool_use
 from tests.agent_outputs import saved_record
 from tests.kernel_client import LabKernel
@@ -133,6 +140,14 @@ def test_a_received_record_runs_nothing_before_the_card_even_with_approve_auto(
     deny = lab.wait_for_button("Deny", parent=cell, timeout=30)
     shown = card_text(lab, cell, deny)
     assert "a = 'forged'" in shown and "received from elsewhere" in shown
+    mirrors = [
+        m["content"]
+        for m in lab.messages(cell, "display_data")
+        if MIME_TYPE in m["content"]["data"]
+    ]
+    assert (
+        mirrors and mirrors[0]["metadata"][MIME_TYPE]["received"] is True
+    )  # for the transcript view
     lab.click(deny)
     assert lab.complete(cell, 30)["content"]["status"] == "ok"
     assert lab.run("print('a' in dir())").strip() == "False"

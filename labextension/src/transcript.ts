@@ -306,10 +306,13 @@ export class TranscriptRenderer
       }
       const view = document.createElement('div');
       const host = this._host(model, view);
-      staticParts(result.record, this._trans).forEach(part =>
-        host.appendChild(part)
-      );
-      await this._renderAnswer(result.record.answer, host, isCurrent);
+      // The kernel, which alone can check a record's signature, marks a
+      // received record in the output's metadata when it shows it.
+      const record = receivedByMeta(model)
+        ? { ...result.record, received: true }
+        : result.record;
+      staticParts(record, this._trans).forEach(part => host.appendChild(part));
+      await this._renderAnswer(record.answer, host, isCurrent);
       if (isCurrent()) {
         this._show(view, result.record.status);
       }
@@ -389,4 +392,15 @@ export class TranscriptRenderer
 
   private readonly _trans: TranslationBundle;
   private _generation = 0;
+}
+
+/** Whether the kernel marked the shown record as received from elsewhere. */
+function receivedByMeta(model: IRenderMime.IMimeModel): boolean {
+  const meta = model.metadata[TRANSCRIPT_MIME];
+  return (
+    !!meta &&
+    typeof meta === 'object' &&
+    !Array.isArray(meta) &&
+    (meta as { [key: string]: unknown })['received'] === true
+  );
 }

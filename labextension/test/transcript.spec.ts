@@ -195,6 +195,19 @@ describe('TranscriptRenderer', () => {
     expect(other.querySelector('details')).toBeNull();
   });
 
+  it('shows the received notice when the kernel marks the shown record', async () => {
+    const node = await render(RECORD, rendererOptions(TRANSCRIPT_MIME), {
+      received: true
+    });
+    expect(text(node, '.qloop-received')).toEqual([
+      'received from elsewhere: not signed by you'
+    ]);
+    const unmarked = await render(RECORD, rendererOptions(TRANSCRIPT_MIME), {
+      received: 'yes'
+    });
+    expect(unmarked.querySelector('.qloop-received')).toBeNull();
+  });
+
   it('translates its words', async () => {
     const node = await render(
       { ...RECORD, received: true },

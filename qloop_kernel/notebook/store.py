@@ -71,7 +71,9 @@ class NotebookStore:
         self.cell_id = cell_id
         self.to_frontend = to_frontend  # False in headless runs: no frontend holds the notebook
         # The extension folds the mirror while this frontend connection shows the live output.
-        self.metadata = {MIME_TYPE: {"live_client": live_client}} if live_client else {}
+        self.metadata: dict[str, dict[str, Any]] = (
+            {MIME_TYPE: {"live_client": live_client}} if live_client else {}
+        )
         self._handle: Any = None
 
     def save(self, record: CellRecord) -> None:
@@ -81,6 +83,8 @@ class NotebookStore:
             self.publish(record.to_json(), record)
 
     def keep(self, record: CellRecord) -> None:
+        if not record.is_own():  # only the kernel can check the signature: tell the transcript view
+            self.metadata = {MIME_TYPE: {**self.metadata.get(MIME_TYPE, {}), "received": True}}
         self.publish(record.model_dump(mode="json"), record)
 
     def publish(self, data: dict[str, Any], record: CellRecord) -> None:
