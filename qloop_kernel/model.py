@@ -40,6 +40,11 @@ EPHEMERAL = {"type": "ephemeral"}
 RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
 SPEND_LIMIT_CODE = "enforced_spend_limit_reached"
 MODELS_HINT = "check --model; `%agent models` lists the known ones"
+KEY_HINT = (
+    "the API key was refused: check ANTHROPIC_API_KEY in the kernel's environment, or type a key "
+    "with `%agent key`"
+)
+PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY")
 
 
 def default_model() -> str:
@@ -193,7 +198,8 @@ class AnthropicModel:
         if isinstance(exc, sdk.APIStatusError):
             return _status_error(exc, model)
         if isinstance(exc, sdk.APIConnectionError):
-            return _Transient(f"connection problem: {_describe(exc)}")
+            where = _connection_note(str(self._client.base_url.host), os.environ)
+            return _Transient(f"connection problem reaching {where}: {_describe(exc)}")
         if type(exc).__module__.startswith(("httpx", "httpcore", "h11")):
             return _Transient(f"connection dropped: {_describe(exc)}")
         # A malformed answer (invalid JSON, a missing field, an HTML page, a non-object tool
@@ -212,6 +218,8 @@ def _status_error(exc: Any, model: str) -> Exception:
         return _Transient(redact_text(f"the stream reported an error ({kind}): {message}"))
     if status == 404 and kind == "not_found_error" and message.startswith("model:"):
         return ModelError(redact_text(f"model {model} not found: {MODELS_HINT}"))
+    if status == 401:
+        return ModelError(f"{text} — {KEY_HINT}")
     if status == 429 and _is_spend_limit(error):
         return ModelError(f"{text} — the spend limit is reached; retrying cannot help")
     should_retry = _header(exc, "x-should-retry")
@@ -220,6 +228,21 @@ def _status_error(exc: Any, model: str) -> Exception:
     if should_retry == "true" or status in RETRYABLE_STATUS or status >= 500:
         return _Transient(text, _retry_after(exc))
     return ModelError(text)
+
+
+def _connection_note(host: str, environ: Any) -> str:
+    """The API host and whether a proxy is in the way; a proxy's address is never shown (it may
+    hold a password), only the variable that sets it."""
+    found = [n for n in PROXY_VARIABLES if environ.get(n) or environ.get(n.lower())]
+    if not found:
+        return f"{host} (no proxy set)"
+    bypass = [
+        h.strip().lstrip(".")
+        for h in (environ.get("NO_PROXY") or environ.get("no_proxy") or "").split(",")
+    ]
+    if any(h and (host == h or host.endswith("." + h)) for h in bypass) or "*" in bypass:
+        return f"{host} (directly: NO_PROXY covers it, though {found[0]} is set)"
+    return f"{host} (through the proxy in {found[0]})"
 
 
 def _is_spend_limit(error: dict[str, Any]) -> bool:

@@ -15,6 +15,7 @@ from traitlets.config import Config
 from qloop_kernel.loop import CancelToken
 from qloop_kernel.messages import (
     Completed,
+    Failed,
     Interrupted,
     MaxTurns,
     ModelResponse,
@@ -106,9 +107,11 @@ def test_the_status_line_starts_waiting_and_counts_calls_tokens_and_cost(shown: 
     assert first.data == {"text/plain": ""} and first.update is False
     assert [o.update and display_id(o) == display_id(first) for o in updates] == [True] * 3
     texts = [o.data["text/plain"] for o in updates]
-    assert texts[0] == "turn 0/5 · waiting for the model"
-    assert re.fullmatch(r"turn 1/5 · \d+\.\d s · 150 tokens \(20 cached\) · \$0\.0012", texts[1])
-    assert re.fullmatch(r"completed · turn 1/5 · \d+\.\d s · 150 tokens .*", texts[2])
+    assert texts[0] == "waiting for the model · up to 5 model calls"
+    assert re.fullmatch(
+        r"model call 1/5 · \d+\.\d s · 150 tokens \(20 cached\) · \$0\.0012", texts[1]
+    )
+    assert re.fullmatch(r"completed · model call 1/5 · \d+\.\d s · 150 tokens .*", texts[2])
     assert lines(shown) == []  # a completed turn adds no stop line
 
 
@@ -203,8 +206,25 @@ def test_a_stopped_turn_says_why_in_the_status_and_a_line(shown: CapturedIO) -> 
     turn.finish(result(MaxTurns(5)))
     reason = "stopped: reached the limit of 5 model calls (--max-turns)"
     status = published(shown)[-2].data["text/plain"]
-    assert status.startswith(f"{reason} · turn 0/5 · ")
+    assert status.startswith(f"{reason} · model call 0/5 · ")
     assert lines(shown) == [reason]
+
+
+def test_an_error_is_left_to_the_cell_error_and_not_repeated(shown: CapturedIO) -> None:
+    turn = headless()
+    turn.finish(result(Failed("model claude-nope not found: list the models with `%agent models`")))
+    status = published(shown)[-1].data["text/plain"]
+    assert status.startswith("ended with an error · model call 0/5 · ")
+    assert "claude-nope" not in status  # the AgentError the cell raises says it, once
+    assert lines(shown) == []
+
+
+@pytest.mark.parametrize("kind", ["info", "warn", "error", "ok"])
+def test_lines_take_their_colour_from_the_theme_stylesheet(shown: CapturedIO, kind: str) -> None:
+    display_module.line("a note <b>", kind)
+    [note] = published(shown)
+    assert note.data["text/html"] == f"<div class='qloop-line qloop-{kind}'>a note &lt;b&gt;</div>"
+    assert "style" not in note.data["text/html"] and "#" not in note.data["text/html"]
 
 
 def widget(output: RichOutput) -> widgets.Widget:
@@ -222,12 +242,12 @@ def test_interactive_turns_show_a_stop_button_that_cancels(shown: CapturedIO) ->
     assert isinstance(status, widgets.HBox) and "qloop-live-status" in status._dom_classes
     label, stop = status.children
     assert isinstance(stop, widgets.Button) and stop.description == "Stop"
-    assert "turn 0/3 · waiting for the model" in label.value
+    assert "waiting for the model · up to 3 model calls" in label.value
     assert not cancel.cancelled
 
     stop.click()
     assert cancel.cancelled
     turn.finish(result(Interrupted(by="stop")))
     assert stop.disabled
-    assert "interrupted: stopped with the Stop button · turn 0/3" in label.value
+    assert "interrupted: stopped with the Stop button · model call 0/3" in label.value
     assert lines(shown) == ["interrupted: stopped with the Stop button"]

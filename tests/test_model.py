@@ -367,7 +367,8 @@ def test_broken_streams_are_retried(api: StandInAPI, broken: Reply) -> None:
     [
         (
             Fault(401, message="invalid x-api-key"),
-            "API error 401 (authentication_error): invalid x-api-key",
+            "API error 401 (authentication_error): invalid x-api-key — the API key was refused: "
+            "check ANTHROPIC_API_KEY in the kernel's environment, or type a key with `%agent key`",
         ),
         (
             Fault(400, message="messages: bad"),
