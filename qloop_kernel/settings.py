@@ -36,6 +36,7 @@ class Settings(BaseModel):
     timeout: float | None = Field(None, gt=0)
     code_timeout: float | None = Field(None, gt=0)  # per run_code call
     max_output_tokens: int = Field(_LIMITS.max_output_tokens, ge=256)
+    max_output_chars: int = Field(100_000, ge=1_000)  # what a code step shows in the cell
     # Memory the snapshots for undoing a step may hold, in MB; None: a share of available memory
     undo_budget_mb: float | None = Field(None, ge=0)
     # USD per million input, output tokens, optionally cache write and cache read tokens

@@ -10,20 +10,26 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from IPython.display import display
+
 from ..errors import ToolFailure
 from ..messages import Block
 from ..redact import PrivateVariables, redact_text, redacting_also
+from ..settings import Settings
 from ..tools.runtime import format_exception, strip_ansi, truncate
 from ..tools.summaries import bounded_repr
 
 MAX_IMAGES = 4
 MAX_IMAGE_BASE64 = 2_000_000  # about 1.5 MB of PNG
 MAX_STREAM_CHARS = 10_000
+MAX_OUTPUT_CHARS = Settings.model_fields["max_output_chars"].default
+OUTPUT_NOTE = "[the step printed {total:,} characters; shown: its first and last {shown:,}]\n"
 RESULT_CHARS = 4_000  # the value of the last expression (lazy objects are never rendered)
 
 
@@ -38,6 +44,7 @@ class CodeRunner:
     shell: Any
     timeout_s: float | None = None
     private: PrivateVariables | None = None  # their values are redacted from what the code shows
+    max_output_chars: int | None = None  # None: the session's setting (`%agent set`)
 
     def run_code(self, code: str) -> list[Block]:
         """Run Python code in the user's live Jupyter kernel namespace (variables persist between
@@ -66,7 +73,8 @@ class CodeRunner:
             step = log.finish(snapshot, private=private.names)
         # Private values as they were before and after the code: it may have set them.
         with redacting_also([*before, *private.values(self.shell.user_ns)]):
-            captured.show()  # the outputs appear in the agent cell, below the call's card
+            # The outputs appear in the agent cell, below the call's card, bounded like the model's view.
+            show_bounded(captured, self.max_output_chars or session_output_limit(self.shell))
             error = result.error_before_exec or result.error_in_exec
             if isinstance(error, KeyboardInterrupt):
                 raise KeyboardInterrupt  # the user's interrupt ends the turn, not a tool failure
@@ -79,6 +87,40 @@ class CodeRunner:
         if error is not None:
             raise ToolFailure("\n".join(b["text"] for b in content if b["type"] == "text"))
         return content
+
+
+def bounded_output(text: str, limit: int) -> str:
+    """``text`` as the cell shows it: whole if it fits in ``limit``, else head and tail, marked."""
+    if len(text) <= limit:
+        return text
+    return truncate(text, limit) + "\n" + OUTPUT_NOTE.format(total=len(text), shown=limit)
+
+
+def show_bounded(captured: Any, limit: int) -> None:
+    """Show what a step printed and displayed, each stream and each output at most ``limit`` chars."""
+    for text, stream in ((captured.stdout, sys.stdout), (captured.stderr, sys.stderr)):
+        if text:
+            stream.write(bounded_output(text, limit))
+            stream.flush()
+    for output in captured.outputs:
+        data = getattr(output, "data", {}) or {}
+        texts = {k: str(v) for k, v in data.items() if not k.startswith("image/")}
+        if sum(map(len, texts.values())) <= limit:
+            output.display()
+            continue
+        # One huge output (an HTML table of a whole frame): its plain text, bounded; images kept.
+        images = {k: v for k, v in data.items() if k.startswith("image/")}
+        plain = texts.get("text/plain") or next(iter(texts.values()))
+        display({**images, "text/plain": bounded_output(plain, limit)}, raw=True)
+
+
+def session_output_limit(shell: Any) -> int:
+    """The session's ``max_output_chars`` (the default without an agent session)."""
+    registry = getattr(getattr(shell, "magics_manager", None), "registry", {})
+    agent = getattr(registry.get("AgentMagics"), "_agent", None)
+    settings = getattr(getattr(agent, "manager", None), "settings", None)
+    limit = getattr(settings, "max_output_chars", None)
+    return limit if isinstance(limit, int) else MAX_OUTPUT_CHARS
 
 
 @contextlib.contextmanager
