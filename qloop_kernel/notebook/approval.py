@@ -53,18 +53,25 @@ def _visible(highlighted: str) -> str:
     )
 
 
+# The card's code is coloured like a JupyterLab code cell: pygments token classes, which the
+# extension's stylesheet maps to the editor theme's --jp-mirror-editor-* colours (base.css).
+CODE_CLASS = "qloop-code"
+TOKEN_PREFIX = "qloop-tok-"
+
+
 def highlight(code: str) -> str:
     """Python source as syntax-highlighted HTML; invisible and bidi control characters made visible.
 
-    Leading and trailing blank lines are kept: the card shows the code exactly as it runs.
+    Leading and trailing blank lines are kept: the card shows the code exactly as it runs. Colours
+    come from the theme (classes, no inline colour), so Light, Dark and high-contrast all read.
     """
     try:
         from pygments import highlight as pyg_highlight
         from pygments.formatters import HtmlFormatter
         from pygments.lexers import PythonLexer
     except ImportError:
-        return _visible(f"<pre>{html.escape(code)}</pre>")
-    formatter = HtmlFormatter(noclasses=True, nowrap=False, style="default")
+        return _visible(f"<div class='{CODE_CLASS}'><pre>{html.escape(code)}</pre></div>")
+    formatter = HtmlFormatter(cssclass=CODE_CLASS, classprefix=TOKEN_PREFIX)
     lexer = PythonLexer(stripnl=False, ensurenl=False)
     return _visible(str(pyg_highlight(code, lexer, formatter)))
 
