@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,18 @@ from .messages import (
     api_ready,
 )
 from .pricing import retirement
+from .providers import (
+    DEFAULT_PROVIDER,
+    PLATFORM_CAPABILITIES,
+    TRANSIENT_ERROR_NAMES,
+    TRANSIENT_STREAM_ERRORS,
+    Capabilities,
+    ProviderError,
+    ProviderName,
+    build_client,
+    model_id,
+    short_model,
+)
 from .redact import redact_text
 from .settings import DEFAULT_MODEL
 
@@ -67,30 +79,54 @@ class _Transient(Exception):
 
 
 class AnthropicModel:
-    """ModelClient for the Messages API through the ``anthropic`` SDK (always streaming)."""
+    """ModelClient for the Messages API through the ``anthropic`` SDK on one platform.
+
+    ``provider`` picks the SDK client (see providers.py); ``client_options`` go to it as they are
+    (e.g. Vertex ``credentials``). ``capabilities`` switch features off; for ``compatible`` they
+    are probed on first use unless given.
+    """
 
     def __init__(
         self,
         model: str | None = None,
         *,
+        provider: ProviderName = DEFAULT_PROVIDER,
         api_key: str | None = None,
         base_url: str | None = None,
         retry: RetryPolicy | None = None,
         strict: bool = False,
         clock: Callable[[], float] = time.monotonic,
+        client_options: Mapping[str, Any] | None = None,
+        capabilities: Capabilities | None = None,
     ) -> None:
         import anthropic
 
         self._anthropic = anthropic
         self.model = model or default_model()
+        self.provider = provider
         self.retry = retry or RetryPolicy()
         self.clock = clock
-        self._client = anthropic.Anthropic(
-            api_key=api_key,  # None: the SDK reads ANTHROPIC_API_KEY
-            base_url=base_url,  # None: the SDK reads ANTHROPIC_BASE_URL
-            max_retries=0,
-            _strict_response_validation=strict,
-        )
+        # api_key / base_url None: each client reads its platform's own environment variables
+        self._client = build_client(
+            anthropic, provider, strict=strict, api_key=api_key, base_url=base_url,
+            options=client_options,
+        )  # fmt: skip
+        self._probed = capabilities is not None or provider != "compatible"
+        self.capabilities = capabilities or PLATFORM_CAPABILITIES[provider]
+
+    def capability_notes(self) -> list[str]:
+        """Probe a ``compatible`` server once (cached per URL and model); one line per probe
+        that switched features off, else nothing."""
+        if self._probed:
+            return []
+        from .probe import probe_capabilities
+
+        self._probed = True
+        self.capabilities = probe_capabilities(self._client, model_id(self.provider, self.model))
+        off = self.capabilities.off()
+        if not off:
+            return []
+        return [f"{self._client.base_url} does not support {', '.join(off)}: switched off"]
 
     def close(self) -> None:
         """Close the SDK client's connections (idempotent)."""
@@ -106,10 +142,16 @@ class AnthropicModel:
         self, request: ModelRequest, on_event: Callable[[ModelEvent], None], cancel: CancelToken
     ) -> ModelResponse:
         """Stream one response, retrying transient failures within the attempt and time bounds."""
-        retired = retirement(self.model)
+        retired = retirement(short_model(self.provider, self.model))
         if retired is not None:
             raise ModelError(retired)
-        params = build_params(self.model, request)
+        try:
+            self.capability_notes()
+        except ProviderError as exc:
+            raise ModelError(str(exc)) from None
+        params = adapt_params(
+            build_params(model_id(self.provider, self.model), request), self.capabilities
+        )
         attempt = 0
         while True:
             attempt += 1
@@ -168,18 +210,11 @@ class AnthropicModel:
         on_event: Callable[[ModelEvent], None],
         cancel: CancelToken,
     ) -> ModelResponse:
-        with self._client.messages.stream(**params, timeout=timeout) as stream:
-            unregister = cancel.on_cancel(stream.close)
-            try:
-                for event in stream:
-                    if cancel.cancelled:
-                        raise TurnCancelled("cancelled")
-                    if deadline is not None and self.clock() > deadline:
-                        raise ModelTimeout("the model response ran past the turn's time limit")
-                    _forward(event, stream, on_event)
-                message = stream.get_final_message()
-            finally:
-                unregister()
+        if not self.capabilities.streaming:
+            message = self._client.messages.create(**params, timeout=timeout)
+            _forward_message(message, on_event)
+        else:
+            message = self._read_stream(params, timeout, deadline, on_event, cancel)
         if message.stop_reason is None:
             raise _Transient("the response stream ended early, before the model finished")
         details = getattr(message, "stop_details", None)
@@ -190,6 +225,27 @@ class AnthropicModel:
             model=message.model,
             stop_details=details.to_dict(mode="json") if details is not None else None,
         )
+
+    def _read_stream(
+        self,
+        params: dict[str, Any],
+        timeout: float,
+        deadline: float | None,
+        on_event: Callable[[ModelEvent], None],
+        cancel: CancelToken,
+    ) -> Any:
+        with self._client.messages.stream(**params, timeout=timeout) as stream:
+            unregister = cancel.on_cancel(stream.close)
+            try:
+                for event in stream:
+                    if cancel.cancelled:
+                        raise TurnCancelled("cancelled")
+                    if deadline is not None and self.clock() > deadline:
+                        raise ModelTimeout("the model response ran past the turn's time limit")
+                    _forward(event, stream, on_event)
+                return stream.get_final_message()
+            finally:
+                unregister()
 
     def _classify(self, exc: Exception, deadline: float | None, model: str) -> Exception:
         sdk = self._anthropic
@@ -212,10 +268,11 @@ def _status_error(exc: Any, model: str) -> Exception:
     body = getattr(exc, "body", None)
     error = body.get("error", body) if isinstance(body, dict) else {}
     error = error if isinstance(error, dict) else {}
-    kind, message = str(error.get("type", "")), str(error.get("message", ""))
+    kind, message = _error_kind(exc, error), str(error.get("message", ""))
     text = redact_text(f"API error {status} ({kind or 'unknown'}): {message or _describe(exc)}")
     if status == 200:  # an `event: error` in the middle of a stream
-        return _Transient(redact_text(f"the stream reported an error ({kind}): {message}"))
+        said = redact_text(f"the stream reported an error ({kind}): {message}")
+        return _Transient(said) if kind in TRANSIENT_STREAM_ERRORS else ModelError(said)
     if status == 404 and kind == "not_found_error" and message.startswith("model:"):
         return ModelError(redact_text(f"model {model} not found: {MODELS_HINT}"))
     if status == 401:
@@ -225,7 +282,8 @@ def _status_error(exc: Any, model: str) -> Exception:
     should_retry = _header(exc, "x-should-retry")
     if should_retry == "false":
         return ModelError(f"{text} (the API said not to retry)")
-    if should_retry == "true" or status in RETRYABLE_STATUS or status >= 500:
+    transient = status in RETRYABLE_STATUS or status >= 500 or kind in TRANSIENT_ERROR_NAMES
+    if should_retry == "true" or transient:
         return _Transient(text, _retry_after(exc))
     return ModelError(text)
 
@@ -243,6 +301,17 @@ def _connection_note(host: str, environ: Any) -> str:
     if any(h and (host == h or host.endswith("." + h)) for h in bypass) or "*" in bypass:
         return f"{host} (directly: NO_PROXY covers it, though {found[0]} is set)"
     return f"{host} (through the proxy in {found[0]})"
+
+
+def _error_kind(exc: Any, error: dict[str, Any]) -> str:
+    """The error's name: the API's ``type``, Google's ``status`` (Vertex) or AWS's
+    ``x-amzn-ErrorType`` header (Bedrock, ``Name:namespace``)."""
+    kind = error.get("type") or error.get("status")
+    if kind:
+        return str(kind)
+    response = getattr(exc, "response", None)
+    amazon = response.headers.get("x-amzn-errortype") if response is not None else None
+    return str(amazon).split(":", 1)[0] if amazon else ""
 
 
 def _is_spend_limit(error: dict[str, Any]) -> bool:
@@ -286,6 +355,19 @@ def _forward(event: Any, stream: Any, on_event: Callable[[ModelEvent], None]) ->
         on_event(UsageUpdate(_usage(stream.current_message_snapshot.usage)))
 
 
+def _forward_message(message: Any, on_event: Callable[[ModelEvent], None]) -> None:
+    """The events of a whole (not streamed) message, in the order a stream would give them."""
+    for block in message.content:
+        kind = getattr(block, "type", "")
+        if kind == "text" and block.text:
+            on_event(TextDelta(block.text))
+        elif kind == "thinking" and block.thinking:
+            on_event(ThinkingDelta(block.thinking))
+        elif kind == "tool_use":
+            on_event(ToolCallReady(block.id, block.name, _tool_input(block.input)))
+    on_event(UsageUpdate(_usage(message.usage)))
+
+
 def _tool_input(value: Any) -> dict[str, Any]:
     # The loop answers a non-object input with an is_error result; it reads it from "_raw".
     return dict(value) if isinstance(value, dict) else {"_raw": value}
@@ -326,6 +408,48 @@ def build_params(model: str, request: ModelRequest) -> dict[str, Any]:
     if request.system:
         params["system"] = [{"type": "text", "text": request.system, "cache_control": EPHEMERAL}]
     return params
+
+
+def adapt_params(params: dict[str, Any], capabilities: Capabilities) -> dict[str, Any]:
+    """``params`` without what the platform does not support (see providers.Capabilities)."""
+    if not capabilities.off():
+        return params
+    out = dict(params)
+    if not capabilities.tools:
+        out.pop("tools", None)
+    out["messages"] = [_adapt_message(m, capabilities) for m in out["messages"]]
+    if not capabilities.prompt_caching:
+        out = _without_cache_control(out)
+    return out
+
+
+IMAGE_OFF = "[image left out: the model server does not accept images]"
+
+
+def _adapt_message(message: Message, capabilities: Capabilities) -> Message:
+    content = message["content"]
+    if isinstance(content, str):
+        return message
+    blocks = []
+    for block in content:
+        kind = block.get("type")
+        if kind in ("thinking", "redacted_thinking") and not capabilities.thinking:
+            continue
+        if kind == "image" and not capabilities.images:
+            block = {"type": "text", "text": IMAGE_OFF}
+        elif kind == "tool_result" and isinstance(block.get("content"), list):
+            inner = {"role": "user", "content": block["content"]}
+            block = {**block, "content": _adapt_message(inner, capabilities)["content"]}
+        blocks.append(block)
+    return {**message, "content": blocks}
+
+
+def _without_cache_control(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_cache_control(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [_without_cache_control(v) for v in value]
+    return value
 
 
 def with_last_breakpoint(messages: list[Message]) -> list[Message]:

@@ -1,8 +1,8 @@
 """Settings: every user-settable default, written once, and how config and the environment set them.
 
 Sources, later ones winning: these defaults, traitlets config (``c.QloopAgent.model = ...``), the
-environment (``QLOOP_MODEL``, ``QLOOP_APPROVAL``, ``QLOOP_ASK_READ``, ``QLOOP_PRICE``), ``%agent set``, a
-cell's options.
+environment (``QLOOP_MODEL``, ``QLOOP_PROVIDER``, ``QLOOP_APPROVAL``, ``QLOOP_ASK_READ``,
+``QLOOP_PRICE``), ``%agent set``, a cell's options.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from .errors import UnknownModelPrice
 from .loop import Limits
 from .permissions import POLICIES, Policy
 from .pricing import Price, price_figures, price_for
+from .providers import DEFAULT_PROVIDER, ProviderError, ProviderName, provider_from
 
 DEFAULT_MODEL = "claude-sonnet-5-5"  # the current Sonnet (Models overview, 2026-12)
 _LIMITS = Limits()
@@ -28,6 +29,7 @@ class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
     model: str = DEFAULT_MODEL
+    provider: ProviderName = DEFAULT_PROVIDER  # the platform that serves the model
     approve: Policy | None = None  # None: "ask" when a frontend can click, else "readonly"
     ask_read: bool = True  # with "ask": False runs 'read' steps without a card
     max_turns: int = Field(_LIMITS.max_turns, ge=1)  # model calls per cell
@@ -41,6 +43,11 @@ class Settings(BaseModel):
     undo_budget_mb: float | None = Field(None, ge=0)
     # USD per million input, output tokens, optionally cache write and cache read tokens
     price: tuple[float, float] | tuple[float, float, float, float] | None = None
+
+    @field_validator("provider", mode="before")
+    @classmethod
+    def _provider_name(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
 
     @field_validator("ask_read", mode="before")
     @classmethod
@@ -122,6 +129,12 @@ def settings_from(config: Mapping[str, Any], environ: Mapping[str, str]) -> Sett
     model = environ.get("QLOOP_MODEL", "").strip()
     if model and "model" not in values:
         values["model"] = model
+    provider = environ.get("QLOOP_PROVIDER", "").strip()
+    if provider and "provider" not in values:
+        try:
+            values["provider"] = provider_from(provider)
+        except ProviderError as exc:
+            raise SettingsError(f"QLOOP_PROVIDER: {exc}") from None
     policy = environ.get("QLOOP_APPROVAL", "").strip().lower()
     if policy and policy not in POLICIES:
         raise SettingsError(f"QLOOP_APPROVAL={policy!r} is not one of {', '.join(POLICIES)}")

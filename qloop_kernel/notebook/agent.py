@@ -14,6 +14,7 @@ from ..loop import CancelToken
 from ..messages import Interrupted, TurnResult
 from ..permissions import HEADLESS_HINT, ApprovalPolicy, Policy, policy_approver
 from ..pricing import UnknownModelPrice
+from ..providers import DEFAULT_PROVIDER, ProviderError, ProviderName, missing_setting
 from ..records import MIME_TYPE, RecordError, load_record
 from ..redact import redact_text, redacted_output
 from ..settings import Settings
@@ -156,7 +157,6 @@ class KernelAgent:
         return self.run_turn(prompt, options.settings, cell)
 
     def run_turn(self, prompt: str, settings: Settings, cell: CellContext) -> TurnResult:
-        from ..model import AnthropicModel
         from ..records.drift import FingerprintingObserver, TurnPrints
         from ..records.history import AnnotatedStore
         from .changes import ChangesStore, StepOutcomes
@@ -164,7 +164,7 @@ class KernelAgent:
         from .ledger import cell_ledger
         from .threaded import ThreadedModel
 
-        _check_credentials()
+        _check_credentials(settings.provider)
         try:
             settings.resolved_price(settings.model)
         except UnknownModelPrice as exc:
@@ -193,7 +193,7 @@ class KernelAgent:
         if policy == "readonly" and not cell.interactive and settings.approve is None:
             line("headless run: only 'read' code steps run (policy 'readonly'); allow more with "
                  "`--approve write` or `--approve auto` (or QLOOP_APPROVAL)", "warn")  # fmt: skip
-        model = ThreadedModel(AnthropicModel(settings.model))
+        model = ThreadedModel(_platform_model(settings))
         observer = StepOutcomes(
             FingerprintingObserver(view, prints), self.step_views,
             cards=getattr(runtime.approver, "cards", None), interactive=cell.interactive,
@@ -225,10 +225,28 @@ def no_metadata(cell: CellContext) -> bool:
     return cell.cell_id is None and not cell.headless
 
 
-def _check_credentials() -> None:
-    if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
-        raise UsageError(
-            "ANTHROPIC_API_KEY is not set in the kernel's environment: set it before starting "
-            "Jupyter (export ANTHROPIC_API_KEY=...), or run `%agent key` to type it without it "
-            "being shown or saved"
-        )
+def _check_credentials(provider: ProviderName = DEFAULT_PROVIDER) -> None:
+    """One line naming what to set when the platform's region or credentials are missing."""
+    missing = missing_setting(provider)
+    if missing is not None:
+        raise UsageError(missing)
+
+
+def _platform_model(settings: Settings) -> Any:
+    """The turn's model client on the settings' platform; a compatible server's missing
+    features are switched off on first use, with one line in the cell."""
+    from ..model import AnthropicModel
+    from .display import line
+
+    try:
+        model = AnthropicModel(settings.model, provider=settings.provider)
+    except ProviderError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        notes = model.capability_notes()
+    except ProviderError as exc:
+        model.close()
+        raise UsageError(str(exc)) from None
+    for note in notes:
+        line(note, "warn")
+    return model

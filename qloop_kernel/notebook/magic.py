@@ -19,6 +19,7 @@ from traitlets import Enum, Float, Int, Unicode
 from traitlets.config import Configurable
 
 from ..permissions import POLICIES
+from ..providers import PROVIDERS
 
 
 class QloopAgent(Configurable):
@@ -30,6 +31,12 @@ class QloopAgent(Configurable):
     model = Unicode(None, allow_none=True, help="Model id (else QLOOP_MODEL or the default).").tag(
         config=True
     )
+    provider = Enum(
+        list(PROVIDERS),
+        None,
+        allow_none=True,
+        help="Model platform (else QLOOP_PROVIDER, else anthropic); see docs/providers.md.",
+    ).tag(config=True)
     approve = Enum(
         list(POLICIES),
         None,
@@ -59,6 +66,7 @@ def _parser() -> _Parser:
     parser.add_argument("--timeout", type=float)
     parser.add_argument("--code-timeout", type=float)
     parser.add_argument("--model")
+    parser.add_argument("--provider", type=str.lower, choices=PROVIDERS)
     parser.add_argument("--new", action="store_true")
     parser.add_argument("--fresh", action="store_true")
     return parser
