@@ -1,0 +1,165 @@
+/**
+ * The approval card is the contract, in a real browser: what runs is what the
+ * card shows at the click, after an edit typed key by key; "Always allow"
+ * grants the class of what ran, for the scope chosen on the card, and a grant
+ * for "this notebook" is saved in the notebook, announced when it opens and
+ * applied when its cells run again (here: the replay of the saved turn).
+ *
+ * approval_edit.ipynb: load, "%%agent Set a title.", print(title, subtitle).
+ * approval_grants.ipynb: load, "%%agent Set n.", print(n).
+ */
+import { IJupyterLabPageFixture } from '@jupyterlab/galata';
+import { Locator } from '@playwright/test';
+
+import {
+  StandInItem,
+  approvalCard,
+  cell,
+  expect,
+  outputText,
+  test,
+  toolResults,
+  waitForIdleKernel
+} from './fixtures';
+
+const AGENT = 1;
+const AFTER = 2;
+
+/** The model runs each of `codes` in turn, then answers. */
+function script(...codes: string[]): StandInItem[] {
+  return [
+    ...codes.map(code => ({
+      content: [{ type: 'tool_use', name: 'run_code', input: { code } }]
+    })),
+    { content: 'Done.' }
+  ];
+}
+
+/** A button of an approval card, by its label (the icon glyph aside). */
+function button(card: Locator, label: string): Locator {
+  return card.locator('button').filter({ hasText: new RegExp(`^${label}$`) });
+}
+
+/** Run All and wait for the first approval card of the agent cell. */
+async function firstCard(
+  page: IJupyterLabPageFixture,
+  runAll: (options?: { wait?: boolean }) => Promise<void>
+): Promise<Locator> {
+  await runAll({ wait: false });
+  const card = (await approvalCard(page, AGENT)).first();
+  await expect(card).toBeVisible({ timeout: 60000 });
+  return card;
+}
+
+test.describe('the approval card is the contract', () => {
+  test.use({ viewport: { width: 1280, height: 900 } });
+
+  test('an edit typed key by key, then Always allow, runs the edit and grants its class', async ({
+    page,
+    openNotebook,
+    runAll,
+    standIn
+  }) => {
+    await standIn.reset(
+      script('title = "MODEL"', 'subtitle = title + "!"', 'del title')
+    );
+    await openNotebook('approval_edit.ipynb');
+
+    const card = await firstCard(page, runAll);
+    await expect(card).toContainText('title = "MODEL"');
+    await expect(card.locator('.qloop-risk').first()).toHaveText('write');
+    await expect(card.locator('.qloop-card-reasons')).toContainText(
+      'line 1: creates title'
+    );
+    await expect(card.locator('select')).toHaveValue(/.+/);
+    await button(card, 'Edit').click();
+    const editor = card.locator('textarea');
+    await expect(editor).toBeVisible();
+    // One version of the code on screen: the editor replaces the model's.
+    await expect(card).toContainText('editing: the text below is what runs');
+    await expect(card).not.toContainText('title = "MODEL"');
+    await editor.click();
+    await page.keyboard.press('Control+A');
+    await page.keyboard.type('title = "EDITED"');
+    await button(card, 'Always allow').click();
+
+    // The second step is 'write' too and runs under the grant; the third
+    // deletes a variable, which the grant does not cover: it asks.
+    const cards = await approvalCard(page, AGENT);
+    await expect(cards).toHaveCount(2, { timeout: 60000 });
+    await button(cards.nth(1), 'Deny').click();
+    await waitForIdleKernel(page);
+
+    await expect.poll(() => outputText(page, AFTER)).toBe('EDITED EDITED!\n');
+    await expect(card.locator('.qloop-card-decision')).toHaveText(
+      "✔ approved with your edits (run_code 'read' and 'write' steps always allowed for this session)"
+    );
+    await expect(card).toContainText(
+      /your edit, which is what runs:\s*title = "EDITED"/
+    );
+    await expect(card).not.toContainText('MODEL');
+    await expect(card.locator('textarea')).toBeHidden();
+    await expect(await cell(page, AGENT)).toContainText(
+      "runs without asking: granted: run_code 'read' and 'write' steps, this session"
+    );
+    const requests = await standIn.requests();
+    expect(requests).toHaveLength(4);
+    const told = JSON.stringify(toolResults(requests[1])[0].content);
+    expect(told).toContain('the user edited the input before approving');
+    expect(told).toContain('EDITED');
+  });
+
+  test.describe('with real kernel messages', () => {
+    // Galata's kernel mock breaks on a restart.
+    test.use({ kernels: null });
+
+    test('a grant for this notebook is saved, announced on open and applied on the next run', async ({
+      page,
+      openNotebook,
+      reloadPage,
+      runAll,
+      saveAndRead,
+      standIn
+    }) => {
+      await standIn.reset(script('n = 1'));
+      const serverPath = await openNotebook('approval_grants.ipynb');
+
+      const card = await firstCard(page, runAll);
+      await card.locator('select').selectOption({ label: 'for this notebook' });
+      await button(card, 'Always allow').click();
+      await waitForIdleKernel(page);
+      await expect.poll(() => outputText(page, AFTER)).toBe('1\n');
+      await expect(card.locator('.qloop-card-decision')).toContainText(
+        'always allowed for this notebook'
+      );
+
+      const saved = (await saveAndRead(serverPath)).metadata.qloop_grants;
+      expect(saved.grants).toMatchObject([{ tool: 'run_code', risk: 'write' }]);
+      expect(saved.signature).toMatch(/^hmac-sha256:/);
+
+      await reloadPage(serverPath);
+      await expect(
+        page.getByText(
+          /This notebook saves approval grants: run_code 'write' steps/
+        )
+      ).toBeVisible();
+
+      // A fresh kernel: Run All replays the saved turn, and the notebook's
+      // grant covers its step, so no card is shown.
+      await page.menu.clickMenuItem('Kernel>Restart Kernel…');
+      await page.locator('.jp-Dialog .jp-mod-accept').click();
+      await waitForIdleKernel(page);
+      await standIn.reset();
+      await runAll();
+
+      await expect.poll(() => outputText(page, AFTER)).toBe('1\n');
+      await expect(await approvalCard(page, AGENT)).toHaveCount(0);
+      const agent = await cell(page, AGENT);
+      await expect(agent).toContainText("this notebook's saved grants apply");
+      await expect(agent).toContainText(
+        "replaying without a card: every step is covered by a grant (run_code 'read' and 'write' steps, this notebook)"
+      );
+      expect(await standIn.requests()).toHaveLength(0);
+    });
+  });
+});
