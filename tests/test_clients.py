@@ -10,8 +10,10 @@ record is never replaced by it. Records keep their earlier versions.
 from __future__ import annotations
 
 import copy
+import html
 import io
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -227,3 +229,47 @@ def test_a_turn_whose_code_steps_were_all_denied_is_not_replayable(saved: Path) 
     )
     assert not record.model_copy(update={"tool_calls": [denied]}).replayable
     assert record.model_copy(update={"tool_calls": []}).replayable  # an answer with no code
+
+
+def test_run_all_after_a_restart_asks_once_for_every_saved_agent_cell() -> None:
+    from tests.agent_outputs import saved_record
+    from tests.kernel_client import LabKernel
+
+    script = [
+        Reply([tool_use("run_code", {"code": "y = x * 2"})]),
+        Reply([text("y is 20")]),
+        Reply([tool_use("run_code", {"code": "z = y + 1"})]),
+        Reply([text("z is 21")]),
+    ]
+    cells = [("c1", "%%agent\nDouble x into y."), ("c2", "%%agent\nAdd one to y into z.")]
+    with StandInAPI(script) as api:
+        with LabKernel({**api.environment(), "QLOOP_APPROVAL": "auto"}) as lab:
+            lab.run("%load_ext qloop_kernel\nx = 10")
+            records = {}
+            for cell_id, code in cells:
+                ran = lab.execute(code, cell_id=cell_id)
+                assert lab.complete(ran, 60)["content"]["status"] == "ok"
+                records[cell_id] = saved_record(lab, ran)
+        api.reset()
+        env = {k: v for k, v in api.environment().items() if k != "QLOOP_APPROVAL"}
+        with LabKernel(env) as lab:  # a new kernel, policy "ask": Run All of the notebook
+            setup = lab.execute("%load_ext qloop_kernel\nx = 10", cell_id="setup")
+            sent = [
+                lab.execute(code, cell_id=c, metadata={"qloop": records[c]}) for c, code in cells
+            ]
+            after = lab.execute("print(z)", cell_id="after")
+            approve = lab.wait_for_button("Approve", parent=sent[0], timeout=30)
+            lab.round_trip(approve)
+            card = " ".join(
+                str(s) for s in lab.widget_states(parent=sent[0], model_name="HTMLModel")
+            )
+            card = html.unescape(re.sub(r"<[^>]+>", "", card))
+            assert "of 2 agent cells" in card and "y = x * 2" in card and "z = y + 1" in card
+            lab.click(approve)
+            for msg_id in [setup, *sent, after]:
+                assert lab.complete(msg_id, 60)["content"]["status"] == "ok"
+            assert lab.stdout(after) == "21\n"
+            buttons = [w for w in lab.widget_states(model_name="ButtonModel")
+                       if w.get("description") == "Approve"]  # fmt: skip
+            assert len(buttons) == 1  # one card for the whole Run All
+            assert api.requests == []

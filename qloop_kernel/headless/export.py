@@ -74,17 +74,10 @@ def turn_markdown(prompt: str, record: CellRecord | None) -> str:
     return f"{head}\n\n{quoted}{answer}"
 
 
-# The %%agent options that take a value (the rest are flags).
-_VALUED = {"--approve", "--max-turns", "--max-cost", "--max-tokens", "--timeout", "--code-timeout",
-           "--model"}  # fmt: skip
-
-
 def _prompt_of(cell: Any) -> str:
-    lines = str(cell.get("source", "")).splitlines()
-    words = lines[0][len("%%agent") :].split() if lines else []
-    while words and words[0].startswith("--"):
-        words = words[2:] if words[0] in _VALUED else words[1:]
-    return "\n".join([" ".join(words), *lines[1:]]).strip()
+    from ..notebook.queued import agent_prompt
+
+    return agent_prompt(str(cell.get("source", "")))[1]
 
 
 def exported_cells(nb: Any) -> list[tuple[str, str]]:

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import json
 import os
+import weakref
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..conversation import ConversationManager
+from ..grants import Grants
 from ..messages import ToolCall, ToolOutcome
 from ..permissions import (
     HEADLESS_HINT,
@@ -56,6 +58,7 @@ class ReplayHost(Protocol):
     manager: ConversationManager
     shell: Any
     base_settings: Settings  # the kernel's configuration: the policy for hidden code
+    grants: Grants  # grants cover the steps of this user's own replays too
 
     def replay_runtime(self) -> ToolRuntime:
         """A runtime with the turn's tools whose approval was given by the replay's own card."""
@@ -87,7 +90,9 @@ class ReplayPlan:
         risks = [a.risk if a is not None else "unknown" for a in self.assessments]
         return Assessment(most_severe(risks), tuple(reasons), None)
 
-    def request(self) -> ApprovalRequest:
+    def request(self, later: tuple[ReplayPlan, ...] = ()) -> ApprovalRequest:
+        """The card's request; ``later``: the saved agent cells queued behind this one, which the
+        same approval covers (Run All asks once), each step listed under its cell."""
         notices = [RECEIVED_NOTICE] if self.received else []
         if self.drift:
             notices.append("changed since the turn ran: " + "; ".join(self.drift))
@@ -96,10 +101,21 @@ class ReplayPlan:
                 f"{len(self.record.messages)} saved message(s) will become context for later agent "
                 "cells of this kernel"
             )
-        title = f"Replay {len(self.steps)} saved code step(s)"
-        details = {"steps": self.codes, "notices": notices, "assessments": list(self.assessments)}
-        call = ToolCall("replay", "replay", {"steps": self.codes})
-        return ApprovalRequest(call, title, None, details, assessment=self.assessment())
+        codes, assessments = list(self.codes), list(self.assessments)
+        for number, plan in enumerate(later, 2):
+            label = " ".join(plan.record.prompt.split())[:60]
+            codes += [f"# saved agent cell {number}: {label}\n{code}" for code in plan.codes]
+            assessments += plan.assessments
+            if plan.received:
+                notices.append(f"saved agent cell {number}: {RECEIVED_NOTICE}")
+        steps = len(self.steps) + sum(len(plan.steps) for plan in later)
+        title = f"Replay {steps} saved code step(s)"
+        if later:
+            title += f" of {len(later) + 1} agent cells (this one and the {len(later)} queued after it)"
+        details = {"steps": codes, "notices": notices, "assessments": assessments}
+        call = ToolCall("replay", "replay", {"steps": codes})
+        joined = ReplayPlan(self.record, self.steps, self.received, assessments=tuple(assessments))
+        return ApprovalRequest(call, title, None, details, assessment=joined.assessment())
 
 
 @dataclass(frozen=True)
@@ -153,7 +169,7 @@ def replay(host: ReplayHost, record: CellRecord, policy: Policy, cell: CellConte
         line("changed since the turn ran: " + "; ".join(drift), "warn")
     host.manager.keep(record, store_for(cell))
     decision = _decide(plan, ApprovalPolicy(policy, cell.interactive,
-                                            host.base_settings.ask_read, HEADLESS_HINT), cell)  # fmt: skip
+                                            host.base_settings.ask_read, HEADLESS_HINT), cell, host)  # fmt: skip
     if isinstance(decision, Deny):
         if plan.received and plan.steps and not cell.interactive:
             raise AgentError(f"replay not run: {decision.reason}")
@@ -237,16 +253,24 @@ def _output_changes(step: ToolCallRecord, outcome: ToolOutcome) -> list[str]:
     return output_differences(step, outcome.text, [i.sha256 for i in images if i is not None])
 
 
-def _decide(plan: ReplayPlan, policy: ApprovalPolicy, cell: CellContext) -> Decision:
+# Digests of saved records whose replay a card has approved ahead (Run All), per kernel agent.
+_approved_ahead: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+
+
+def _decide(
+    plan: ReplayPlan, policy: ApprovalPolicy, cell: CellContext, host: Any = None
+) -> Decision:
     """The approval of a replay: the card, the configured policy by the steps' most severe class,
     or the received-record opt-in."""
-    from .approval import CardApprover
-
     if not plan.steps and not plan.received:
         return Approve()  # nothing runs; the user's own conversation is taken back
+    ahead = _approved_ahead.setdefault(host, set()) if host is not None else set()
+    if cell.interactive and plan.record.digest in ahead:
+        ahead.discard(plan.record.digest)
+        return Approve()  # listed on the card of a cell before it in the same Run All
     request = plan.request()
     if cell.interactive and plan.received:
-        return CardApprover(allow_always=False).decide(request)
+        return _card(plan, host, ahead)
     if plan.received and os.environ.get(RECEIVED_OPT_IN) != "1":
         return Deny(
             "the saved record was received from elsewhere (not signed by your kernel); replay it "
@@ -260,7 +284,57 @@ def _decide(plan: ReplayPlan, policy: ApprovalPolicy, cell: CellContext) -> Deci
         return Approve(policy.name)
     if verdict == "deny":
         return policy.denial(request)
-    return CardApprover(allow_always=False).decide(request)
+    if host is not None and _granted(plan, host.grants, cell.cell_id):
+        return Approve()
+    return _card(plan, host, ahead)
+
+
+def _granted(plan: ReplayPlan, grants: Grants, cell_id: str | None) -> bool:
+    """Whether grants cover every step of this user's own replay (then no card), and say so."""
+    from .display import line
+
+    covering = [
+        grants.covering(step.name, found.risk if found is not None else None, cell_id)
+        for step, found in zip(plan.steps, plan.assessments, strict=True)
+    ]
+    if not covering or any(g is None for g in covering):
+        return False
+    used = "; ".join(dict.fromkeys(g.describe() for g in covering if g is not None))
+    line(f"replaying without a card: every step is covered by a grant ({used})")
+    return True
+
+
+def _card(plan: ReplayPlan, host: Any, ahead: set[str]) -> Decision:
+    """One card for this replay and the saved agent cells queued behind it (Run All)."""
+    from .approval import CardApprover
+
+    later = tuple(_queued_plans(host)) if host is not None else ()
+    decision = CardApprover(allow_always=False).decide(plan.request(later))
+    if not isinstance(decision, Deny):
+        ahead.update(p.record.digest for p in later)
+    return decision
+
+
+def _queued_plans(host: Any) -> list[ReplayPlan]:
+    """The replays of the saved agent cells whose requests wait behind this one."""
+    from ..records import RecordError, load_record
+    from ..redact import redact_text
+    from .queued import agent_prompt, queued_agent_cells
+
+    tools = host.replay_runtime().tools
+    plans = []
+    for queued in queued_agent_cells():
+        options, prompt = agent_prompt(queued.code)
+        if "--fresh" in options or queued.saved is None:
+            continue
+        try:
+            record = load_record(queued.saved)
+        except RecordError:
+            continue  # that cell says why when it runs
+        same_prompt = record.prompt == redact_text(prompt)
+        if same_prompt and record.replayable:
+            plans.append(plan_for(record, tools, ()))
+    return [p for p in plans if p.steps]
 
 
 def replay_policy(base: Settings, cell: CellContext) -> Policy:

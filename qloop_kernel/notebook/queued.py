@@ -1,0 +1,116 @@
+"""The agent cells queued behind the running one (Run All), read while the replay card waits.
+
+Requests that wait behind the running cell are in one of two places: read by ipykernel before the cell
+started (each a task waiting for the main shell's lock), or arriving while the cell blocks (held by the
+pump, ``pump.py``). A replay card looks at both so that one approval covers every saved agent cell of a
+Run All. Only the header, metadata and content frames of a waiting request are unpacked: its signature
+is not checked or recorded here, so the kernel's own dispatch of the request later is unaffected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+QUEUE_WAIT_S = 0.3  # Run All sends its requests at once: they are in the socket by then
+# The %%agent options that take a value (the rest are flags); magic.py's parser has the same.
+VALUED_OPTIONS = {"--approve", "--max-turns", "--max-cost", "--max-tokens", "--timeout",
+                  "--code-timeout", "--model"}  # fmt: skip
+
+
+def agent_prompt(code: str) -> tuple[list[str], str]:
+    """The options and the prompt of a ``%%agent`` cell's source, as the magic reads them."""
+    first, _, body = code.lstrip().partition("\n")
+    words = first[len("%%agent") :].split()
+    options: list[str] = []
+    while words and words[0].startswith("--"):
+        taken = 2 if words[0] in VALUED_OPTIONS else 1
+        options += words[:taken]
+        words = words[taken:]
+    return options, (" ".join(words) + "\n" + body).strip()
+
+
+@dataclass(frozen=True)
+class QueuedCell:
+    cell_id: str
+    code: str
+    saved: Any  # the cell's saved qloop metadata, unvalidated
+
+
+def queued_agent_cells(timeout: float = QUEUE_WAIT_S) -> list[QueuedCell]:
+    """The ``%%agent`` cells with saved metadata whose requests wait behind this cell."""
+    from .pump import PumpUnavailable, ShellPump
+
+    try:
+        pump = ShellPump.current()
+    except PumpUnavailable:
+        return []
+    if pump is None:
+        return []
+    found: list[QueuedCell] = []
+
+    def look() -> bool:
+        found[:] = _agent_cells(pump)
+        return False  # keep collecting until the timeout: requests may still be arriving
+
+    pump.wait(look, timeout=timeout)
+    return found
+
+
+def _agent_cells(pump: Any) -> list[QueuedCell]:
+    kernel = pump._kernel
+    running = ((kernel.get_parent() or {}).get("header") or {}).get("msg_id")
+    # The pump's held requests and ipykernel's waiting tasks: private, read on purpose.
+    waiting = [*_waiting_tasks(kernel), *list(pump._held)]
+    found = []
+    seen = {running}
+    for frames in waiting:
+        unpacked = _unpack(kernel.session, frames)
+        if unpacked is None or unpacked[0].get("msg_id") in seen:
+            continue
+        seen.add(unpacked[0].get("msg_id"))
+        header, metadata, content = unpacked
+        code = content.get("code")
+        if header.get("msg_type") != "execute_request" or not isinstance(code, str):
+            continue
+        cell_id = metadata.get("cellId")
+        if isinstance(cell_id, str) and code.lstrip().startswith("%%agent"):
+            found.append(
+                (str(header.get("date", "")), QueuedCell(cell_id, code, metadata.get("qloop")))
+            )
+    return [cell for _, cell in sorted(found, key=lambda item: item[0])]
+
+
+def _unpack(
+    session: Any, frames: Any
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]] | None:
+    try:
+        _, parts = session.feed_identities(frames, copy=False)
+        unpacked = tuple(session.unpack(parts[i].bytes) for i in (1, 3, 4))
+    except Exception:  # not a message this reader understands: it is simply not listed
+        return None
+    if not all(isinstance(part, dict) for part in unpacked):
+        return None
+    return unpacked  # type: ignore[return-value]
+
+
+def _waiting_tasks(kernel: Any) -> list[Any]:
+    """The frames of shell requests ipykernel read already, each waiting in a ``shell_main`` task."""
+    import asyncio
+    import inspect
+
+    loop = getattr(getattr(kernel, "io_loop", None), "asyncio_loop", None)
+    if loop is None:
+        return []
+    frames = []
+    for task in asyncio.all_tasks(loop):
+        coro: Any = task.get_coro()
+        name = getattr(getattr(coro, "cr_code", None), "co_name", "")
+        local = coro.cr_frame.f_locals if getattr(coro, "cr_frame", None) is not None else {}
+        if name == "shell_main" and local.get("msg") is not None:
+            frames.append(local["msg"])
+        elif name == "run_in_context" and inspect.getcoroutinestate(coro) == "CORO_CREATED":
+            args = local.get("args") or ()  # read, not started: its shell_main task is not made yet
+            if args:
+                frames.append(args[-1])
+    return frames
