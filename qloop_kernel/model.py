@@ -34,6 +34,7 @@ from .messages import (
 )
 from .pricing import retirement
 from .providers import (
+    CREDENTIAL_SOURCES,
     DEFAULT_PROVIDER,
     PLATFORM_CAPABILITIES,
     TRANSIENT_ERROR_NAMES,
@@ -252,6 +253,8 @@ class AnthropicModel:
         if deadline is not None and self.clock() >= deadline:
             return ModelTimeout("the model response ran past the turn's time limit")
         if isinstance(exc, sdk.APIStatusError):
+            if self.provider != "anthropic" and exc.status_code in (401, 403):
+                return ModelError(_platform_auth_error(exc, self.provider))
             return _status_error(exc, model)
         if isinstance(exc, sdk.APIConnectionError):
             where = _connection_note(str(self._client.base_url.host), os.environ)
@@ -301,6 +304,15 @@ def _connection_note(host: str, environ: Any) -> str:
     if any(h and (host == h or host.endswith("." + h)) for h in bypass) or "*" in bypass:
         return f"{host} (directly: NO_PROXY covers it, though {found[0]} is set)"
     return f"{host} (through the proxy in {found[0]})"
+
+
+def _platform_auth_error(exc: Any, provider: ProviderName) -> str:
+    """A refused credential on a platform: what it said and where its credentials come from."""
+    body = getattr(exc, "body", None)
+    error = body.get("error", body) if isinstance(body, dict) else {}
+    said = error.get("message", "") if isinstance(error, dict) else ""
+    text = redact_text(f"API error {exc.status_code}: {said or _describe(exc)}")
+    return f"{text} — the {provider} credentials were refused: {CREDENTIAL_SOURCES[provider]}"
 
 
 def _error_kind(exc: Any, error: dict[str, Any]) -> str:

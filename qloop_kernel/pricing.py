@@ -193,6 +193,29 @@ def price_for(model: str, override: Price | None = None) -> Price:
     )
 
 
+def platform_price(provider: str, model: str) -> Price:
+    """The price of ``model`` on ``provider``: the first-party table for ``anthropic``, the
+    platform's published prices (prices.json ``platforms``) otherwise; UnknownModelPrice if none."""
+    if provider == "anthropic":
+        return price_for(model)
+    listed = _platform_table().get(provider, {})
+    fields = listed.get(model) or listed.get(_lookup(model))
+    if fields is not None:
+        return _price(fields)
+    raise UnknownModelPrice(
+        f"no published price of {model!r} on {provider} in the price table (as of "
+        f"{_table().as_of}): cost is unknown; give your price with `%agent price INPUT_USD "
+        "OUTPUT_USD [CACHE_WRITE_USD CACHE_READ_USD]` (per million tokens) or QLOOP_PRICE"
+    )
+
+
+@cache
+def _platform_table() -> dict[str, dict[str, dict[str, Any]]]:
+    raw = json.loads(resources.files("qloop_kernel").joinpath("prices.json").read_text("utf-8"))
+    platforms = raw.get("platforms", {})
+    return {name: dict(models) for name, models in platforms.items()}
+
+
 def cache_ratios(model: str | None) -> tuple[float, float]:
     """(5-minute write, read) as fractions of the input price: the model's own when it is in the
     table, else its family's newest model's, else the usual 1.25 and 0.1."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
@@ -30,12 +31,20 @@ SETUP: dict[ProviderName, str] = {
 }
 
 # Short names mapped to the platform's published ids; any other id is sent as given.
+# Current models on Bedrock are served through cross-region inference profiles ("global.").
 BEDROCK_IDS = {
+    "claude-sonnet-5-5": "global.anthropic.claude-sonnet-5-5",
     "claude-opus-4-6": "anthropic.claude-opus-4-6-v1",
     "claude-sonnet-4-6": "anthropic.claude-sonnet-4-6",
     "claude-haiku-4-5": "anthropic.claude-haiku-4-5-20251001-v1:0",
 }
-VERTEX_IDS = {"claude-haiku-4-5": "claude-haiku-4-5@20251001"}
+VERTEX_IDS = {
+    "claude-haiku-4-5": "claude-haiku-4-5@20251001",
+    "claude-opus-4-5": "claude-opus-4-5@20251101",
+    "claude-opus-4-1": "claude-opus-4-1@20250805",
+}
+_BEDROCK_PREFIX = re.compile(r"^(?:(?:global|us|eu|apac|jp|au)\.)?anthropic\.")
+_BEDROCK_SUFFIX = re.compile(r"(?:-\d{8})?-v\d+(?::\d+)?$")
 
 # Error names a platform reports in the middle of a stream that a retry can fix; any other
 # (a validation error, say) ends the turn.
@@ -49,6 +58,18 @@ TRANSIENT_ERROR_NAMES = frozenset({
     "ThrottlingException", "ServiceUnavailableException", "InternalServerException",
     "ModelNotReadyException", "RESOURCE_EXHAUSTED", "UNAVAILABLE", "DEADLINE_EXCEEDED",
 })  # fmt: skip
+
+
+# Where each platform's client looks for credentials, for the line shown when they are refused.
+CREDENTIAL_SOURCES: dict[ProviderName, str] = {
+    "anthropic": "check ANTHROPIC_API_KEY in the kernel's environment, or type one with `%agent key`",
+    "bedrock": "check AWS_PROFILE / AWS_ACCESS_KEY_ID (or AWS_BEARER_TOKEN_BEDROCK) and the "
+    "model access of the account in AWS_REGION",
+    "vertex": "run `gcloud auth application-default login` and check ANTHROPIC_VERTEX_PROJECT_ID",
+    "foundry": "check ANTHROPIC_FOUNDRY_API_KEY and ANTHROPIC_FOUNDRY_RESOURCE",
+    "compatible": "check ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) for the server at "
+    "ANTHROPIC_BASE_URL",
+}
 
 
 class ProviderError(ValueError):
@@ -109,6 +130,10 @@ def short_model(provider: ProviderName, model: str) -> str:
     for short, platform_id in table.items():
         if model == platform_id:
             return short
+    if provider == "bedrock" and _BEDROCK_PREFIX.match(model):
+        return _BEDROCK_SUFFIX.sub("", _BEDROCK_PREFIX.sub("", model))
+    if provider == "vertex":
+        return model.split("@", 1)[0]
     return model
 
 

@@ -16,8 +16,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from .errors import UnknownModelPrice
 from .loop import Limits
 from .permissions import POLICIES, Policy
-from .pricing import Price, price_figures, price_for
-from .providers import DEFAULT_PROVIDER, ProviderError, ProviderName, provider_from
+from .pricing import Price, platform_price, price_figures
+from .providers import (
+    DEFAULT_PROVIDER,
+    ProviderError,
+    ProviderName,
+    provider_from,
+    short_model,
+)
 
 DEFAULT_MODEL = "claude-sonnet-5-5"  # the current Sonnet (Models overview, 2026-12)
 _LIMITS = Limits()
@@ -82,7 +88,7 @@ class Settings(BaseModel):
         if self.price is not None:
             return Price.from_figures(*self.price, model=model)
         try:
-            return price_for(model)
+            return platform_price(self.provider, short_model(self.provider, model))
         except UnknownModelPrice:
             if self.max_cost is not None:
                 raise

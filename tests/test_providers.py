@@ -15,7 +15,7 @@ import pytest
 from qloop_kernel.loop import Limits, QueryLoop
 from qloop_kernel.messages import Completed, Failed
 from qloop_kernel.model import AnthropicModel, RetryPolicy, adapt_params
-from qloop_kernel.permissions import Approve, ApprovalRequest, Decision
+from qloop_kernel.permissions import ApprovalRequest, Approve, Decision
 from qloop_kernel.probe import forget_probes
 from qloop_kernel.providers import (
     FULL,
@@ -279,3 +279,38 @@ def test_the_provider_setting_from_config_and_environment() -> None:
     with pytest.raises(SettingsError, match="QLOOP_PROVIDER"):
         settings_from({}, {"QLOOP_PROVIDER": "azure"})
     assert set(PROVIDERS) == {"anthropic", "bedrock", "vertex", "foundry", "compatible"}
+
+
+def test_a_refused_platform_credential_names_the_platforms_own_sources() -> None:
+    with PlatformStandIn(turn_script(), platform="bedrock", token="other") as server:
+        result, _ = full_turn(server)
+    assert isinstance(result.stop, Failed)
+    assert "AWS_PROFILE" in result.stop.message and "ANTHROPIC_API_KEY" not in result.stop.message
+
+
+def test_cost_is_unknown_on_a_platform_without_a_published_price() -> None:
+    from qloop_kernel.errors import UnknownModelPrice
+
+    assert Settings().resolved_price("claude-sonnet-4-6") is not None  # first-party table
+    on_bedrock = Settings(provider="bedrock")
+    assert on_bedrock.resolved_price("anthropic.claude-sonnet-4-6") is None
+    with pytest.raises(UnknownModelPrice, match="on bedrock.*%agent price"):
+        on_bedrock.updated(max_cost=1.0).resolved_price("claude-sonnet-4-6")
+    priced = on_bedrock.updated(price=(3.0, 15.0), max_cost=1.0)
+    assert priced.resolved_price("claude-sonnet-4-6") is not None
+    assert Settings(provider="compatible").resolved_price("llama") is None
+
+
+def test_the_default_model_maps_to_its_bedrock_inference_profile() -> None:
+    assert model_id("bedrock", "claude-sonnet-5-5") == "global.anthropic.claude-sonnet-5-5"
+    with PlatformStandIn(turn_script(), platform="bedrock", token=TOKEN) as server:
+        ran.clear()
+        runtime = ToolRuntime.of([Tool.from_function(run_code)], ScriptedApprover())
+        options = {"base_url": server.base_url, "aws_region": "us-east-1", "api_key": TOKEN}
+        with AnthropicModel("claude-sonnet-5-5", provider="bedrock", retry=FAST,
+                            client_options=options) as model:  # fmt: skip
+            result = QueryLoop(model, runtime, system="s").run([{"role": "user", "content": "q"}])
+        assert isinstance(result.stop, Completed), result.stop
+        assert server.requests[0].path == (
+            "/model/global.anthropic.claude-sonnet-5-5/invoke-with-response-stream"
+        )
