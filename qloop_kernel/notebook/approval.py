@@ -419,10 +419,13 @@ class StepChangesBox:
             f"<div class='qloop-step-changes'><span style='{MUTED}'>changes:</span>"
             f"<ul style='margin:2px 0'>{items}</ul>{notes_html}</div>"
         )
-        self.button = _button("Undo", icon="undo", tooltip="Put back what this step changed")
-        self.button.on_click(lambda _: self._undo())
+        self.button: widgets.Button | None = None
         self.status = widgets.HTML()
-        row = [self.button, self.status] if on_undo is not None else [self.status]
+        row: list[widgets.Widget] = [self.status]
+        if on_undo is not None:
+            self.button = _button("Undo", icon="undo", tooltip="Put back what this step changed")
+            self.button.on_click(lambda _: self._undo())
+            row.insert(0, self.button)
         self.widget = widgets.VBox([self.changes, widgets.HBox(row)])
         self.widget.add_class("qloop-step-outcome")
 
@@ -438,12 +441,13 @@ class StepChangesBox:
 
     def undone(self, done: Sequence[str]) -> None:
         """The step was undone (here or by `%agent undo`): say what was put back."""
-        self.button.disabled = True
+        if self.button is not None:
+            self.button.disabled = True
         self.set_status("↶ undone: " + "; ".join(done))
 
     def retire(self, why: str) -> None:
         """Undo no longer applies to this step (a later step changed variables)."""
-        if not self.button.disabled:
+        if self.button is not None and not self.button.disabled:
             self.button.disabled = True
             self.set_status(why)
 

@@ -283,6 +283,8 @@ class StepChanges:
         """What undoing this step would not put back: effects elsewhere, variables not saved."""
         snapshot = self.snapshot
         reasons = [f"{effect}, outside the namespace" for effect in snapshot.outside]
+        if snapshot.unbounded:
+            reasons.append(f"what it did outside the namespace, if anything ({snapshot.unbounded})")
         for change in self.changes:
             name = change.name
             if change.kind == "created" or name in snapshot.saved:

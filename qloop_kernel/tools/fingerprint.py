@@ -29,7 +29,7 @@ from .summaries.lazy import _metadata, is_dask_frame, is_polars_lazyframe, is_sp
 from .summaries.polars import is_polars_frame, is_polars_series
 
 HASH_CELLS = 100_000  # cells (rows × columns, or elements) behind the hash of big data
-PYTHON_CELLS = 20_000  # the same for data read through Python objects (Arrow rows)
+PYTHON_CELLS = 20_000  # the same for data read through Python objects (object columns, Arrow)
 HASH_BYTES = 65_536  # of a long string or bytes: this much of its head and of its tail
 WALK_NODES = 10_000  # items of a container (nested ones included) behind its hash
 VALUE_CHARS = 40  # scalars and strings up to this long are shown with their value
@@ -102,7 +102,9 @@ def _pandas_print(value: Any) -> ValuePrint:
     frame = value.ndim == 2
     length = len(value)
     width = len(value.columns) if frame else 1
-    sample = value.iloc[:: _step(length, HASH_CELLS // max(width, 1))]
+    objects = any(d == object for d in (value.dtypes if frame else [value.dtype]))
+    cells = PYTHON_CELLS if objects else HASH_CELLS  # object cells are hashed in Python
+    sample = value.iloc[:: _step(length, cells // max(width, 1))]
     try:
         hashed = pd.util.hash_pandas_object(sample, index=True).to_numpy().tobytes()
     except (TypeError, ValueError):  # unhashable cells (lists, dicts): type and shape only

@@ -1,0 +1,198 @@
+"""Fingerprints of namespace values and the one-line summaries of what a step changed (no kernel)."""
+
+from __future__ import annotations
+
+import dask
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import polars as pl
+import pyarrow as pa
+import pytest
+
+from qloop_kernel.tools import fingerprint as fp
+from qloop_kernel.tools.fingerprint import (
+    Change,
+    change_lines,
+    changes,
+    compare_changes,
+    describe_change,
+    fingerprint,
+    tracked_names,
+)
+
+
+def dated_frame(rows: int = 600) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "date": [f"2024-01-{i % 28 + 1:02d}" for i in range(rows)],
+            "a": range(rows),
+            "b": 1.0,
+            "c": "x",
+            "d": 2,
+        }
+    )
+
+
+def test_a_frame_that_lost_rows_and_a_parsed_column_reads_as_one_line() -> None:
+    df = dated_frame()
+    after = df.drop(index=[0, 1])
+    after["date"] = pd.to_datetime(after["date"])
+    [change] = changes({"df": fingerprint(df)}, {"df": fingerprint(after)})
+    unit = after["date"].dtype  # datetime64 with the unit pandas chose
+    assert change.line == f"df: DataFrame 600×5 → 598×5, column date str → {unit}"
+    assert change.kind == "changed" and change.hash == fingerprint(after).hash
+
+
+def test_created_changed_and_deleted_variables_each_get_a_line() -> None:
+    before = {"x": fingerprint(5), "items": fingerprint([1, 2]), "old": fingerprint("gone")}
+    after = {
+        "x": fingerprint(6),
+        "items": fingerprint([1, 2, 3]),
+        "y": fingerprint(np.zeros((3, 4))),
+    }
+    assert [c.line for c in changes(before, after)] == [
+        "y: created (ndarray 3×4 float64)",
+        "items: list len 2 → len 3",
+        "x: int 5 → 6",
+        "old: deleted (was str len 4 'gone')",
+    ]
+
+
+def test_columns_added_removed_and_values_changed() -> None:
+    df = pd.DataFrame({"a": [1, 2, 3], "b": [4, 5, 6]})
+    wider = df.assign(c=0).drop(columns=["b"])
+    assert describe_change(fingerprint(df), fingerprint(wider)) == (
+        "DataFrame 3×2, added column(s) c, removed column(s) b"
+    )
+    edited = df.copy()
+    edited.loc[1, "a"] = 20
+    assert describe_change(fingerprint(df), fingerprint(edited)) == "DataFrame 3×2, values changed"
+    assert describe_change(fingerprint(df), fingerprint(df.copy())) is None  # equal content
+    assert describe_change(fingerprint(1), fingerprint("one")) == "int 1 → str len 3 'one'"
+
+
+def test_private_variables_show_their_type_only() -> None:
+    before, after = (
+        {"token": fingerprint("abc")},
+        {"token": fingerprint("abcdef"), "key": fingerprint("k" * 9)},
+    )
+    lines = [c.line for c in changes(before, after, private={"token", "key"})]
+    assert lines == ["key: created (str)", "token: str, changed"]
+    assert "abc" not in " ".join(lines)
+
+
+def test_big_frames_are_hashed_from_a_bounded_sample(monkeypatch: pytest.MonkeyPatch) -> None:
+    hashed: list[int] = []
+    real = pd.util.hash_pandas_object
+    monkeypatch.setattr(
+        pd.util, "hash_pandas_object", lambda obj, **kw: hashed.append(obj.size) or real(obj, **kw)
+    )
+    frame = pd.DataFrame(np.arange(2_000_000 * 5).reshape(2_000_000, 5))
+    print_ = fingerprint(frame)
+    assert print_.shape == (2_000_000, 5) and print_.hash
+    assert hashed and hashed[0] <= fp.HASH_CELLS  # cells hashed, of 10,000,000
+    frame.iloc[0, 0] = -1  # the first row is always in the sample
+    assert fingerprint(frame).hash != print_.hash
+
+
+def test_object_cells_are_read_only_within_the_sample() -> None:
+    reads = []
+
+    class Cell:
+        def __init__(self, n: int) -> None:
+            self.n = n
+
+        def __str__(self) -> str:
+            reads.append(self.n)
+            return str(self.n)
+
+    column = pd.Series([Cell(i) for i in range(500_000)], dtype=object)
+    fingerprint(pd.DataFrame({"cell": column, "n": 1}))
+    assert 0 < len(reads) <= 2 * fp.PYTHON_CELLS  # pandas reads each sampled cell twice
+
+
+def test_arrays_polars_and_arrow_are_sampled() -> None:
+    array = np.random.default_rng(0).random((1_000, 500))
+    shown = fingerprint(array)
+    assert (shown.shape, shown.dtype) == ((1_000, 500), "float64") and shown.hash
+    assert fingerprint(array.T).hash != shown.hash  # a strided view is read in its own order
+    frame = pl.DataFrame({"a": range(10), "s": ["x"] * 10})
+    assert fingerprint(frame).describe() == "polars DataFrame 10×2"
+    assert fingerprint(frame).columns == (("a", "Int64"), ("s", "String"))
+    assert fingerprint(frame.with_columns(pl.col("a") * 2)).hash != fingerprint(frame).hash
+    table = pa.table({"a": [1, 2, 3]})
+    assert fingerprint(table).describe() == "pyarrow Table 3×1"
+    assert fingerprint(pa.table({"a": [1, 2, 4]})).hash != fingerprint(table).hash
+
+
+def test_lazy_collections_are_described_without_computing() -> None:
+    def refuse(*args: object, **kwargs: object) -> object:
+        raise AssertionError("a fingerprint computed a dask collection")
+
+    lazy = dd.from_pandas(dated_frame(), npartitions=3)
+    with dask.config.set(scheduler=refuse):
+        shown = fingerprint(lazy)
+    assert shown.describe() == "dask DataFrame ?×5" and shown.hash == ""
+    plan = (
+        pl.DataFrame({"a": [1]})
+        .lazy()
+        .with_columns(b=pl.col("a").map_elements(refuse, return_dtype=pl.Int64))
+    )
+    assert fingerprint(plan).columns[0] == ("a", "Int64")
+    # Without a hash, a name bound to another plan still reads as changed.
+    assert describe_change(fingerprint(lazy), fingerprint(lazy[lazy.a > 1])) == (
+        "dask DataFrame ?×5, rebound to a new object"
+    )
+    assert describe_change(fingerprint(lazy), fingerprint(lazy)) is None
+
+
+def test_a_value_that_cannot_be_read_is_described_by_its_type() -> None:
+    class Broken:
+        @property
+        def __dict__(self) -> dict[str, object]:  # type: ignore[override]
+            raise RuntimeError("no")
+
+    assert fingerprint(Broken()).type.endswith("Broken")
+
+
+def test_containers_are_hashed_up_to_a_node_budget() -> None:
+    nested = [[i, str(i)] for i in range(100)]
+    changed = [[i, str(i)] for i in range(100)]
+    changed[50][1] = "fifty"
+    assert fingerprint(nested).hash != fingerprint(changed).hash
+    huge = list(range(fp.WALK_NODES * 5))
+    tail = [*huge[:-1], -1]
+    assert fingerprint(huge).hash == fingerprint(tail).hash  # past the budget: not read
+
+
+def test_tracked_names_leave_out_ipython_and_private_names() -> None:
+    hidden_value = object()
+    ns = {"df": 1, "_": 2, "_i3": 3, "In": [], "get_ipython": print, "exit": hidden_value}
+    assert tracked_names(ns, {"exit": hidden_value}) == ["df"]
+
+
+def test_change_lines_are_bounded() -> None:
+    many = [Change(f"v{i}", "created", "created (int 1)") for i in range(40)]
+    lines = change_lines(many, limit=30)
+    assert len(lines) == 31 and lines[-1] == "… and 10 more"
+
+
+def test_compare_changes_names_what_differs_from_the_saved_run() -> None:
+    saved = [
+        Change("df", "changed", "DataFrame 600×5 → 598×5", "h1"),
+        Change("y", "created", "created (int 3)", "h2"),
+        Change("z", "changed", "int 1 → 2", "h3"),
+    ]
+    now = [
+        Change("df", "changed", "DataFrame 800×5 → 798×5", "h4"),
+        Change("y", "created", "created (int 3)", "h9"),
+        Change("w", "created", "created (int 1)", "h5"),
+    ]
+    assert compare_changes(saved, now) == [
+        "df: DataFrame 600×5 → 598×5 in the saved run, DataFrame 800×5 → 798×5 now",
+        "w: created (int 1) now, untouched in the saved run",
+        "y: created (int 3), with other values than in the saved run",
+        "z: int 1 → 2 in the saved run, untouched now",
+    ]
+    assert compare_changes(saved, saved) == []
