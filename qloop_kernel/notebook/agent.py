@@ -152,6 +152,7 @@ class KernelAgent:
             if record.prompt == redact_text(prompt) and record.replayable:
                 from .replay import replay, replay_policy
 
+                self.load_notebook_grants(cell)
                 replay(self, record, replay_policy(self.base_settings, cell), cell)
                 return None
         return self.run_turn(prompt, options.settings, cell)
