@@ -399,3 +399,26 @@ def test_the_replay_card_lists_each_steps_class_and_reasons(
     assert lab.complete(again, 60)["content"]["status"] == "ok"
     assert lab.run("print(rows)").strip() == "[1, 2]"
     assert len(api.requests) == 3  # the replay asked no model
+
+
+def test_a_session_grant_covers_the_steps_of_your_own_replay(
+    lab: LabKernel, api: StandInAPI
+) -> None:
+    api.set_script(steps("rows = [1]", answer="rows is set"))
+    first = lab.execute("%%agent\nMake rows.", cell_id="granted-replay")
+    lab.click(lab.wait_for_button("Always allow", parent=first))
+    assert lab.complete(first, 60)["content"]["status"] == "ok"
+    saved = saved_record(lab, first)
+    lab.run("del rows")
+    again = lab.execute("%%agent\nMake rows.", cell_id="granted-replay", metadata={"qloop": saved})
+    assert lab.complete(again, 60)["content"]["status"] == "ok"
+    assert buttons(lab, again, "Approve") == []
+    assert "replaying without a card: every step is covered by a grant (run_code 'read' and " in (
+        plain_outputs(lab, again)
+    )
+    assert lab.run("print(rows)").strip() == "[1]"
+    lab.run("%agent revoke all\nrows.clear()")
+    again = lab.execute("%%agent\nMake rows.", cell_id="granted-replay", metadata={"qloop": saved})
+    lab.click(lab.wait_for_button("Approve", parent=again))  # revoked: the card is back
+    assert lab.complete(again, 60)["content"]["status"] == "ok"
+    assert len(api.requests) == 2
