@@ -1,7 +1,8 @@
 """qloop-kernel: a notebook agent for Jupyter.
 
 ``%load_ext qloop_kernel`` registers ``%%agent`` and ``%agent``. Heavy imports (anthropic, pydantic
-models, widgets) wait until the first agent cell, so loading the extension keeps kernel start fast.
+models, widgets) are not made while loading: a background thread warms them while the kernel is idle
+(``notebook/warmup.py``), so loading stays fast and the first agent cell starts quickly.
 """
 
 from __future__ import annotations
@@ -16,13 +17,18 @@ def load_ipython_extension(ipython: Any) -> None:
     """Register the agent magics on an IPython shell."""
     from .notebook.ledger import track_cells
     from .notebook.magic import AgentMagics
+    from .notebook.warmup import start_warmup
 
     ipython.register_magics(AgentMagics(ipython))
     track_cells(ipython)  # which cell defines what: the drift check of replays reads it
+    start_warmup(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
     """Remove the agent magics."""
+    from .notebook.warmup import stop_warmup
+
+    stop_warmup(ipython)
     for kind in ("cell", "line"):
         ipython.magics_manager.magics[kind].pop("agent", None)
 

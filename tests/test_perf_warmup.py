@@ -1,0 +1,91 @@
+"""The import warm-up after ``%load_ext``: off the main thread, never during a cell, no deadlocks."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from qloop_kernel.notebook.warmup import Warmup
+from qloop_kernel.testing import Reply, StandInAPI, text
+from tests.kernel_client import LabKernel
+
+DONE = "from qloop_kernel.notebook import warmup as _w\nprint(_w._current.done.is_set())"
+# User code importing what the warm-up imports, submodules before their packages (the order that
+# can deadlock with another thread importing the package).
+SAME_MODULES = """
+import importlib
+errors = []
+for name in ["anthropic.types", "pydantic.fields", "ipywidgets.widgets", "anthropic.lib.streaming",
+             "anthropic", "qloop_kernel.notebook.approval", "anthropic.resources.messages"]:
+    try:
+        importlib.import_module(name)
+    except Exception as exc:
+        errors.append(f"{name}: {type(exc).__name__}: {exc}")
+print("errors:", errors)
+"""
+
+
+def test_the_warm_up_waits_while_a_cell_runs_and_goes_on_after() -> None:
+    ran: list[str] = []
+    gate = threading.Event()
+    warm = Warmup(
+        [lambda: ran.append("a"), lambda: (gate.wait(5), ran.append("b")), lambda: ran.append("c")]
+    )
+    warm.pause()  # a cell is running: nothing starts
+    warm.start()
+    time.sleep(0.2)
+    assert ran == []
+    warm.resume()
+    time.sleep(0.2)
+    assert ran == ["a"]  # the second step is under way
+    pausing = threading.Thread(target=warm.pause)
+    pausing.start()
+    time.sleep(0.2)
+    assert pausing.is_alive()  # a cell starting waits for the step under way...
+    gate.set()
+    pausing.join(5)
+    assert ran == ["a", "b"]  # ...and no further step starts while it runs
+    time.sleep(0.2)
+    assert ran == ["a", "b"]
+    warm.resume()
+    assert warm.wait(5) and ran == ["a", "b", "c"]
+
+
+@pytest.mark.kernel
+def test_load_returns_at_once_and_the_warm_up_runs_while_the_kernel_is_idle() -> None:
+    with LabKernel() as lab:
+        started = time.monotonic()
+        out = lab.run("%load_ext qloop_kernel\nimport sys\nprint('anthropic' in sys.modules)")
+        assert out.strip() == "False"  # nothing heavy imported by the load or during its cell
+        assert time.monotonic() - started < 5
+        deadline = time.monotonic() + 60
+        while "True" not in lab.run(DONE):
+            assert time.monotonic() < deadline, "the warm-up did not finish"
+            time.sleep(0.2)
+        assert lab.run("print('anthropic' in sys.modules)").strip() == "True"
+
+
+@pytest.mark.kernel
+def test_user_code_importing_the_same_modules_right_after_load_does_not_deadlock() -> None:
+    for _ in range(3):  # fresh kernels: the race is at the first imports
+        with LabKernel() as lab:
+            load = lab.execute("%load_ext qloop_kernel")
+            imports = lab.execute(SAME_MODULES)  # queued right behind the load, like "Run All"
+            lab.complete(load, 60)
+            lab.complete(imports, 120)
+            out = lab.stdout(imports)
+            assert "errors: []" in out, out
+
+
+@pytest.mark.kernel
+def test_an_agent_cell_right_after_load_runs() -> None:
+    with (
+        StandInAPI([Reply([text("Hello from the first cell.")])]) as api,
+        LabKernel(api.environment()) as lab,
+    ):
+        lab.run("%load_ext qloop_kernel")
+        cell = lab.execute("%%agent\nSay hello.", cell_id="first")
+        assert lab.complete(cell, 120)["content"]["status"] == "ok"
+        assert len(api.requests) == 1
