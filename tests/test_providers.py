@@ -314,3 +314,33 @@ def test_the_default_model_maps_to_its_bedrock_inference_profile() -> None:
         assert server.requests[0].path == (
             "/model/global.anthropic.claude-sonnet-5-5/invoke-with-response-stream"
         )
+
+
+class FakeGoogleCredentials:
+    """What the SDK's Vertex client reads of google-auth credentials: a token, not expired."""
+
+    token = TOKEN
+    expired = False
+
+    def refresh(self, request: Any) -> None:
+        raise AssertionError("a valid token is not refreshed")
+
+
+def test_vertex_takes_a_credentials_object_through_the_sdks_parameter() -> None:
+    with PlatformStandIn(turn_script(), platform="vertex", token=TOKEN) as server:
+        options = {"base_url": server.base_url, "region": "europe-west1", "project_id": "p-2",
+                   "credentials": FakeGoogleCredentials()}  # fmt: skip
+        runtime = ToolRuntime.of([Tool.from_function(run_code)], ScriptedApprover())
+        with AnthropicModel(MODEL, provider="vertex", retry=FAST, client_options=options) as model:
+            result = QueryLoop(model, runtime, system="s").run([{"role": "user", "content": "q"}])
+        assert isinstance(result.stop, Completed), result.stop
+        assert "/locations/europe-west1/" in server.requests[0].path
+
+
+def test_a_compatible_server_that_refuses_the_key_fails_the_probe_in_one_line() -> None:
+    with PlatformStandIn(turn_script(), platform="compatible", token="needed") as server:
+        with model_for(server) as model, pytest.raises(ProviderError) as refused:
+            model.capability_notes()
+        assert server.remaining == 2
+    assert "refused the capability probe (401)" in str(refused.value)
+    assert "\n" not in str(refused.value)
