@@ -1,0 +1,70 @@
+/**
+ * No record is ever lost: a papermill output whose mirror came from a run that
+ * could not see the saved record keeps the approved record when opened, shows
+ * the other one as an earlier record, and the user can restore it.
+ */
+import * as fs from 'fs';
+import * as path from 'path';
+
+import { expect, markerOf, test } from './fixtures';
+
+const MIME = 'application/vnd.qloop.transcript+json';
+const AGENT_CELL = 2; // papermill put its error banner above the cells
+
+function fixture(): { approved: string; blind: string } {
+  const file = JSON.parse(
+    fs.readFileSync(
+      path.join(__dirname, '..', 'notebooks', 'papermill_output.ipynb'),
+      'utf-8'
+    )
+  );
+  const cell = file.cells[AGENT_CELL];
+  const mirror = cell.outputs.find(
+    (output: { data?: Record<string, unknown> }) => output.data?.[MIME]
+  ).data[MIME];
+  return { approved: cell.metadata.qloop.digest, blind: mirror.digest };
+}
+
+test.describe('records are never lost', () => {
+  test('a papermill output keeps the approved record and can restore the other', async ({
+    page,
+    openNotebook,
+    saveAndRead
+  }) => {
+    const { approved, blind } = fixture();
+    expect(approved).not.toBe(blind);
+    const serverPath = await openNotebook('papermill_output.ipynb');
+    await expect
+      .poll(() => markerOf(page, AGENT_CELL))
+      .toEqual({
+        marked: true,
+        status: 'completed',
+        badge: 'agent · replayable · 1 earlier record'
+      });
+    let file = await saveAndRead(serverPath);
+    let record = file.cells[AGENT_CELL].metadata.qloop;
+    expect(record.digest).toBe(approved);
+    expect(record.history.map((e: { digest: string }) => e.digest)).toEqual([
+      blind
+    ]);
+    expect(record.history[0].metadata_unseen).toBe(true);
+
+    await page.notebook.selectCells(AGENT_CELL);
+    await page.evaluate(() => {
+      void (window as any).jupyterapp.commands.execute('qloop:restore-record');
+    });
+    const dialog = page.locator('.jp-Dialog');
+    await expect(dialog).toContainText('made without the saved record');
+    await dialog.getByRole('button', { name: 'OK' }).click();
+    await expect
+      .poll(() => markerOf(page, AGENT_CELL))
+      .toMatchObject({
+        badge:
+          'agent · not replayable (its code steps were denied) · 1 earlier record'
+      });
+    file = await saveAndRead(serverPath);
+    record = file.cells[AGENT_CELL].metadata.qloop;
+    expect(record.digest).toBe(blind);
+    expect(record.history[0].digest).toBe(approved);
+  });
+});
