@@ -50,17 +50,22 @@ def test_a_bedrock_turn_in_a_kernel_asks_and_runs_the_approved_step(
     ])  # fmt: skip
     with LabKernel(bedrock_env(bedrock)) as lab:
         lab.run("%load_ext qloop_kernel")
-        cell = lab.execute("%%agent --provider bedrock --model claude-sonnet-4-6\nSet answer.",
-                           cell_id="bedrock-cell")  # fmt: skip
+        prompt = "%%agent --provider bedrock --model claude-sonnet-4-6\nSet answer."
+        cell = lab.execute(prompt, cell_id="bedrock-cell")
         approve = lab.wait_for_button("Approve", parent=cell)
         lab.click(approve)
         assert lab.complete(cell, 60)["content"]["status"] == "ok"
         assert lab.run("print(answer)").strip() == "42"
         record = saved_record(lab, cell)
+        lab.run("del answer")
+        again = lab.execute(prompt, cell_id="bedrock-cell", metadata={"qloop": record})
+        lab.click(lab.wait_for_button("Approve", parent=again))  # the replay's one card
+        assert lab.complete(again, 60)["content"]["status"] == "ok"
+        assert lab.run("print(answer)").strip() == "42"  # replayed, no model asked
     assert record["tool_calls"][0]["input"]["code"] == "answer = 6 * 7"
     paths = {r.path for r in bedrock.requests}
     assert paths == {"/model/anthropic.claude-sonnet-4-6/invoke-with-response-stream"}
-    assert [r.status for r in bedrock.requests] == [200, 200]
+    assert [r.status for r in bedrock.requests] == [200, 200]  # the replay asked no model
 
 
 def test_a_missing_platform_setting_is_one_line_naming_it(bedrock: PlatformStandIn) -> None:
