@@ -66,6 +66,13 @@ export interface IImagePlaceholder {
   sha256: string;
 }
 
+/** What a code step did to one variable: a one-line summary, never the value. */
+export interface IVariableChange {
+  name: string;
+  kind: 'created' | 'changed' | 'deleted' | 'unknown';
+  summary: string;
+}
+
 /** One tool call as the transcript view shows it. */
 export interface IToolCall {
   /** Null when the record names no tool. */
@@ -79,6 +86,8 @@ export interface IToolCall {
   outputSummary: string;
   durationS: number | null;
   images: IImagePlaceholder[];
+  /** The variables a code step created, changed and deleted; null when not recorded. */
+  changes: IVariableChange[] | null;
 }
 
 /** One thing sent to the model during the turn. */
@@ -221,6 +230,19 @@ function readImage(value: unknown): IImagePlaceholder {
   };
 }
 
+const CHANGE_KINDS = ['created', 'changed', 'deleted'] as const;
+
+function readChanges(value: unknown): IVariableChange[] | null {
+  if (!Array.isArray(value)) {
+    return null;
+  }
+  return value.filter(isJSONObject).map(item => ({
+    name: typeof item['name'] === 'string' ? item['name'] : '',
+    kind: knownOr(item['kind'], CHANGE_KINDS),
+    summary: typeof item['summary'] === 'string' ? item['summary'] : ''
+  }));
+}
+
 function readToolCall(value: unknown): IToolCall {
   const call = objectOrEmpty(value);
   const input = call['input'];
@@ -237,7 +259,8 @@ function readToolCall(value: unknown): IToolCall {
     outputSummary:
       typeof call['output_summary'] === 'string' ? call['output_summary'] : '',
     durationS: numberOrNull(call['duration_s']),
-    images: images.map(readImage)
+    images: images.map(readImage),
+    changes: readChanges(call['changes'])
   };
 }
 

@@ -24,6 +24,7 @@ import {
   IRefusal,
   IToolCall,
   ITurnRecord,
+  IVariableChange,
   TRANSCRIPT_MIME,
   readRecord
 } from './record';
@@ -203,7 +204,38 @@ function toolCallCard(call: IToolCall, trans: TranslationBundle): HTMLElement {
     const text = imagePlaceholderText(image, trans);
     card.appendChild(element('div', 'qloop-image-placeholder', text));
   }
+  if (call.changes !== null) {
+    card.appendChild(changesList(call.changes, trans));
+  }
   return card;
+}
+
+/** What a code step did to the namespace, one line per variable ("df: DataFrame 600×5 → 598×5"). */
+export function changesList(
+  changes: IVariableChange[],
+  trans: TranslationBundle = defaultTrans()
+): HTMLElement {
+  const node = element('div', 'qloop-tool-changes');
+  node.appendChild(element('div', 'qloop-section-title', trans.__('Changes')));
+  if (changes.length === 0) {
+    node.appendChild(
+      element('div', 'qloop-change-none', trans.__('no variables changed'))
+    );
+    return node;
+  }
+  const list = element('ul', 'qloop-change-list');
+  for (const change of changes) {
+    const item = element(
+      'li',
+      `qloop-change qloop-change-${change.kind}`,
+      `${change.name}: ${change.summary}`,
+      trans
+    );
+    item.dataset.qloopChange = change.kind;
+    list.appendChild(item);
+  }
+  node.appendChild(list);
+  return node;
 }
 
 function refusalSection(

@@ -78,7 +78,17 @@ describe('readRecord', () => {
           is_error: false,
           output_summary: '3 rows',
           duration_s: 0.25,
-          images: [{ bytes: 23000, sha256: 'ab12cd34ef' }]
+          images: [{ bytes: 23000, sha256: 'ab12cd34ef' }],
+          changes: [
+            {
+              name: 'df',
+              kind: 'changed',
+              summary: 'DataFrame 600×5 → 598×5',
+              hash: 'ab'
+            },
+            { name: 'y', kind: 'renamed' },
+            'not a change'
+          ]
         }
       ],
       usage: {
@@ -116,7 +126,11 @@ describe('readRecord', () => {
           isError: false,
           outputSummary: '3 rows',
           durationS: 0.25,
-          images: [{ bytes: 23000, sha256: 'ab12cd34ef' }]
+          images: [{ bytes: 23000, sha256: 'ab12cd34ef' }],
+          changes: [
+            { name: 'df', kind: 'changed', summary: 'DataFrame 600×5 → 598×5' },
+            { name: 'y', kind: 'unknown', summary: '' }
+          ]
         }
       ],
       usage: { input: 10, output: 20, cacheRead: 30, cacheWrite: 40 },
@@ -162,6 +176,7 @@ describe('readRecord', () => {
     ]);
     expect(record.toolCalls[1].inputJson).toBe('null');
     expect(record.toolCalls[2].images).toEqual([]);
+    expect(record.toolCalls[2].changes).toBeNull(); // a record made before changes were kept
     expect(record.usage).toEqual({
       input: null,
       output: null,

@@ -89,6 +89,46 @@ describe('TranscriptRenderer', () => {
     expect(node.querySelector('.qloop-refusal')).toBeNull();
   });
 
+  it("shows each code step's changes, as text", async () => {
+    const call = (RECORD.tool_calls as JSONObject[])[0];
+    const node = await render({
+      ...RECORD,
+      tool_calls: [
+        {
+          ...call,
+          changes: [
+            { name: 'y', kind: 'created', summary: 'created (int 3)' },
+            {
+              name: 'df',
+              kind: 'changed',
+              summary:
+                'DataFrame 600×5 → 598×5, column <b>date</b> str → datetime64[us]'
+            },
+            { name: 'old', kind: 'deleted', summary: 'deleted (was int 5)' }
+          ]
+        },
+        { ...call, changes: [] },
+        call
+      ]
+    });
+    expect(text(node, '.qloop-change')).toEqual([
+      'y: created (int 3)',
+      'df: DataFrame 600×5 → 598×5, column <b>date</b> str → datetime64[us]',
+      'old: deleted (was int 5)'
+    ]);
+    expect(node.querySelector('.qloop-change b')).toBeNull();
+    const kinds = Array.from(
+      node.querySelectorAll<HTMLElement>('.qloop-change')
+    );
+    expect(kinds.map(item => item.dataset.qloopChange)).toEqual([
+      'created',
+      'changed',
+      'deleted'
+    ]);
+    expect(text(node, '.qloop-change-none')).toEqual(['no variables changed']);
+    expect(node.querySelectorAll('.qloop-tool-changes')).toHaveLength(2); // none for the old step
+  });
+
   it('shows bidi controls in code and names instead of applying them', async () => {
     const node = await render(RECORD);
     expect(text(node, '.qloop-tool-name')).toEqual(['run\\u202e_code']);
