@@ -190,11 +190,20 @@ def test_the_compatible_probe_switches_off_what_the_server_lacks() -> None:
 
 
 def test_a_compatible_server_without_streaming_or_images_still_runs_the_turn() -> None:
-    lacks = ("prompt_caching", "thinking", "token_counting", "images")
+    lacks = ("streaming", "images", "prompt_caching", "thinking", "token_counting")
     with PlatformStandIn(turn_script(), platform="compatible", lacks=lacks) as server:
+        with model_for(server) as model:
+            model.capability_notes()
+        assert model.capabilities == Capabilities(
+            streaming=False, images=False, prompt_caching=False, thinking=False,
+            token_counting=False,
+        )  # fmt: skip
         result, approver = full_turn(server)
+        turn = [r for r in server.requests if "x-qloop-probe" not in r.headers]
     assert isinstance(result.stop, Completed), result.stop
-    assert len(approver.asked) == 1
+    assert result.final_text == "The answer is 42."
+    assert len(approver.asked) == 1 and ran == ["6 * 7"]
+    assert [r.stream for r in turn] == [False, False] and all(r.status == 200 for r in turn)
 
 
 def test_adapt_params_drops_what_is_switched_off() -> None:

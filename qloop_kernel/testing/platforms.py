@@ -132,6 +132,8 @@ class PlatformStandIn(StandInAPI):
         return path, body
 
     def _refuse_lacking(self, body: Any) -> None:
+        if "streaming" in self.lacks and isinstance(body, dict) and body.get("stream"):
+            raise _BadRequest(400, "invalid_request_error", "stream: streaming is not supported")
         if "prompt_caching" in self.lacks and '"cache_control"' in json.dumps(body):
             raise _BadRequest(
                 400, "invalid_request_error", "cache_control: Extra inputs are not permitted"
