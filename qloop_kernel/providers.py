@@ -19,17 +19,6 @@ ProviderName = Literal["anthropic", "bedrock", "vertex", "foundry", "compatible"
 PROVIDERS: tuple[ProviderName, ...] = ("anthropic", "bedrock", "vertex", "foundry", "compatible")
 DEFAULT_PROVIDER: ProviderName = "anthropic"
 
-# The one-line set-up of each platform (docs/providers.md shows the same lines).
-SETUP: dict[ProviderName, str] = {
-    "anthropic": "export ANTHROPIC_API_KEY=... (or `%agent key`)",
-    "bedrock": "export AWS_REGION=us-east-1 AWS_PROFILE=... (or AWS_BEARER_TOKEN_BEDROCK=...); "
-    "pip install 'qloop-kernel[bedrock]'",
-    "vertex": "export CLOUD_ML_REGION=global ANTHROPIC_VERTEX_PROJECT_ID=...; "
-    "gcloud auth application-default login; pip install 'qloop-kernel[vertex]'",
-    "foundry": "export ANTHROPIC_FOUNDRY_RESOURCE=... ANTHROPIC_FOUNDRY_API_KEY=...",
-    "compatible": "export ANTHROPIC_BASE_URL=http://host:port (ANTHROPIC_API_KEY if it needs one)",
-}
-
 # Short names mapped to the platform's published ids; any other id is sent as given.
 # Current models on Bedrock are served through cross-region inference profiles ("global.").
 BEDROCK_IDS = {
