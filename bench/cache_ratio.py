@@ -1,7 +1,10 @@
 """Prompt-cache share: a 10-turn tool session through the stand-in; share of input tokens read from cache.
 
-The stand-in accounts for cache breakpoints like the API does, so this measures where qloop places its
-breakpoints (tools, system prompt, newest block). Target: >= 85% of input tokens from cache, turn 2 on.
+The stand-in accounts for cache breakpoints like the API does (each model's minimum cacheable prefix, the
+20-block lookback), so this measures where qloop places its breakpoints. The tool's result is data-sized
+(about 500 tokens, like a column summary of a real frame); the request carries the four built-in
+tools too. Target: >= 85% of input tokens from cache,
+turn 2 on.
 Run: ``python bench/cache_ratio.py``.
 """
 
@@ -9,26 +12,31 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
-from qloop_kernel.conversation import SYSTEM_PROMPT
-from qloop_kernel.loop import Limits, QueryLoop
-from qloop_kernel.model import AnthropicModel
-from qloop_kernel.permissions import AutoApprover
-from qloop_kernel.testing import Reply, StandInAPI, text, tool_use
-from qloop_kernel.tools.runtime import Tool, ToolRuntime
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.cache_cost import TOOLS  # noqa: E402
+from qloop_kernel.conversation import SYSTEM_PROMPT  # noqa: E402
+from qloop_kernel.loop import Limits, QueryLoop  # noqa: E402
+from qloop_kernel.model import AnthropicModel  # noqa: E402
+from qloop_kernel.permissions import AutoApprover  # noqa: E402
+from qloop_kernel.testing import Reply, StandInAPI, text, tool_use  # noqa: E402
+from qloop_kernel.tools.runtime import Tool, ToolRuntime  # noqa: E402
 
 TURNS = 10
 
 
 def describe_column(name: str) -> str:
     """Summary statistics of a column."""
-    return f"{name}: count 1000, mean 12.5, std 3.1, min 1.0, max 30.0, nulls 0 " * 4
+    return f"{name}: count 1000, mean 12.5, std 3.1, min 1.0, max 30.0, nulls 0 " * 30
 
 
 def main() -> int:
     script = [Reply([text(f"Checking column c{i}."), tool_use("describe_column", {"name": f"c{i}"})])
               for i in range(TURNS - 1)] + [Reply([text("All columns look clean.")])]  # fmt: skip
-    runtime = ToolRuntime.of([Tool.from_function(describe_column, requires_approval=False)],
+    tools = [describe_column, *TOOLS]  # and the four built-in tools' schemas, as a cell sends them
+    runtime = ToolRuntime.of([Tool.from_function(f, requires_approval=False) for f in tools],
                              AutoApprover())  # fmt: skip
     with StandInAPI(script) as api:
         os.environ.update(api.environment())

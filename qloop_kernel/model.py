@@ -8,6 +8,7 @@ sent them, every field included, so they can be sent again unchanged (thinking b
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import time
@@ -15,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .context import estimate_tokens
 from .loop import CancelToken, TurnCancelled
 from .messages import (
     Block,
@@ -50,6 +52,21 @@ from .redact import redact_text
 from .settings import DEFAULT_MODEL
 
 EPHEMERAL = {"type": "ephemeral"}
+MAX_BREAKPOINTS = 4  # the API accepts at most four cache_control blocks
+LOOKBACK_BLOCKS = 20  # it looks this many blocks back from a breakpoint for a cached prefix
+# The shortest cacheable prefix by model family ("Prompt caching > Cache limitations"; Opus 5.5 and
+# Sonnet 5.5 as their family's). Checked in order: the first family the model id contains.
+CACHE_MINIMUMS = (
+    ("claude-haiku-5", 4096),
+    ("claude-haiku-4-5", 4096),
+    ("claude-opus-4-5", 4096),
+    ("claude-opus-4-6", 4096),
+    ("claude-opus-4-7", 2048),
+    ("claude-opus-4-8", 1024),
+    ("claude-opus-5", 512),
+    ("claude-fable-5", 512),
+    ("claude-sonnet", 1024),
+)
 RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
 SPEND_LIMIT_CODE = "enforced_spend_limit_reached"
 MODELS_HINT = "check --model; `%agent models` lists the known ones"
@@ -407,19 +424,47 @@ def block_param(block: Any) -> Block:
 
 
 def build_params(model: str, request: ModelRequest) -> dict[str, Any]:
-    """Request parameters with cache breakpoints on the tools, the system prompt and the newest block."""
+    """Request parameters with cache breakpoints where a prefix can be cached.
+
+    On the tool list and the system prompt only when the prefix they end is at least the model's
+    minimum cacheable length (a shorter one is never written); on the newest block once the prompt
+    is that long; and inside a newest exchange of more than 20 blocks (many tool calls at once),
+    so the API's 20-block lookback still finds the previous request's prefix.
+    """
+    minimum = cache_minimum(model)
     tools = list(request.tools)
-    if tools:
+    prefix = estimate_tokens(tools) if tools else 0
+    if tools and prefix >= minimum:
         tools[-1] = {**tools[-1], "cache_control": EPHEMERAL}
-    params: dict[str, Any] = {
-        "model": model,
-        "max_tokens": request.max_tokens,
-        "messages": with_last_breakpoint(api_ready(request.messages)),
-        "tools": tools,
-    }
+    params: dict[str, Any] = {"model": model, "max_tokens": request.max_tokens, "tools": tools}
     if request.system:
-        params["system"] = [{"type": "text", "text": request.system, "cache_control": EPHEMERAL}]
+        prefix += estimate_tokens(request.system)
+        system: Block = {"type": "text", "text": request.system}
+        params["system"] = [{**system, "cache_control": EPHEMERAL} if prefix >= minimum else system]
+    messages = api_ready(request.messages)
+    if _reaches(messages, minimum - prefix):
+        used = sum("cache_control" in b for b in [*tools[-1:], *params.get("system", [])])
+        messages = with_breakpoints(messages, MAX_BREAKPOINTS - used)
+    params["messages"] = messages
     return params
+
+
+def cache_minimum(model: str) -> int:
+    """The shortest prefix (tokens) the model caches; 1,024 for a model not listed."""
+    for family, tokens in CACHE_MINIMUMS:
+        if family in model:
+            return tokens
+    return 1024
+
+
+def _reaches(messages: list[Message], tokens: int) -> bool:
+    """Whether the messages hold at least ``tokens`` tokens (stops counting once they do)."""
+    chars = 0
+    for message in messages:
+        chars += len(json.dumps(message.get("content"), default=str))
+        if chars // 4 >= tokens:
+            return True
+    return chars // 4 >= tokens
 
 
 def adapt_params(params: dict[str, Any], capabilities: Capabilities) -> dict[str, Any]:
@@ -466,18 +511,39 @@ def _without_cache_control(value: Any) -> Any:
 
 def with_last_breakpoint(messages: list[Message]) -> list[Message]:
     """A shallow copy of ``messages`` whose newest cacheable block carries a cache breakpoint."""
+    return with_breakpoints(messages, 1)
+
+
+def with_breakpoints(messages: list[Message], room: int = MAX_BREAKPOINTS) -> list[Message]:
+    """A shallow copy of ``messages`` with breakpoints on the newest cacheable block and, when the
+    newest exchange (the last two messages) has more than the lookback, every 19 blocks within it.
+    At most ``room`` breakpoints; only the messages that get one are copied."""
     out = list(messages)
-    if not out:
+    if not out or room < 1:
         return out
-    last = dict(out[-1])
-    content = last["content"]
-    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
-    for i in range(len(blocks) - 1, -1, -1):
-        block = blocks[i]
-        cacheable = block.get("type") not in ("thinking", "redacted_thinking")
-        if cacheable and not (block.get("type") == "text" and not block.get("text")):
-            blocks[i] = {**block, "cache_control": EPHEMERAL}
-            break
-    last["content"] = blocks
-    out[-1] = last
+    start = max(len(out) - 2, 0) if len(out) >= 3 else len(out) - 1
+    places = [(i, j) for i in range(start, len(out)) for j in range(len(_blocks(out[i])))]
+    cacheable = [p for p in places if _cacheable(_blocks(out[p[0]])[p[1]])]
+    if not cacheable:
+        return out
+    marked = [cacheable[-1]]
+    step = LOOKBACK_BLOCKS - 1
+    bridges = [p for p in cacheable[:-1] if places.index(p) % step == step - 1]
+    marked += bridges[: room - 1]
+    for i in sorted({i for i, _ in marked}):
+        blocks = list(_blocks(out[i]))
+        for j in sorted(j for m, j in marked if m == i):
+            blocks[j] = {**blocks[j], "cache_control": EPHEMERAL}
+        out[i] = {**out[i], "content": blocks}
     return out
+
+
+def _blocks(message: Message) -> list[Block]:
+    content = message["content"]
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content
+
+
+def _cacheable(block: Block) -> bool:
+    if block.get("type") in ("thinking", "redacted_thinking"):
+        return False
+    return not (block.get("type") == "text" and not block.get("text"))
