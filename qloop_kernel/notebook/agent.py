@@ -161,6 +161,7 @@ class KernelAgent:
         from ..records.drift import FingerprintingObserver, TurnPrints
         from ..records.history import AnnotatedStore
         from .changes import ChangesStore, StepOutcomes
+        from .deadline import TurnWatch
         from .display import TurnDisplay, line
         from .ledger import cell_ledger
         from .threaded import ThreadedModel
@@ -176,6 +177,8 @@ class KernelAgent:
         runtime = self.runtime_for(settings, cell, tools)
         cards = {t.name for t in tools if t.requires_approval} if cell.interactive else set()
         cancel = CancelToken()
+        watch = TurnWatch(settings.timeout, cancel)  # ends a running step on Stop or --timeout
+        runtime.guard = watch.guarding(runtime.guard)
         prints = TurnPrints(self.shell.user_ns, cells=cell_ledger(self.shell).defined)
         annotated = AnnotatedStore(
             store_for(cell),
@@ -196,7 +199,7 @@ class KernelAgent:
                  "`--approve write` or `--approve auto` (or QLOOP_APPROVAL)", "warn")  # fmt: skip
         model = ThreadedModel(_platform_model(settings))
         observer = StepOutcomes(
-            FingerprintingObserver(view, prints), self.step_views,
+            watch.observing(FingerprintingObserver(view, prints)), self.step_views,
             cards=getattr(runtime.approver, "cards", None), interactive=cell.interactive,
         )  # fmt: skip
         self.turn_running = True

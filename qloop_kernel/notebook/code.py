@@ -8,11 +8,7 @@ variables the step created, changed and deleted (``undo``: saved before it runs,
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import sys
-import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +20,7 @@ from ..redact import PrivateVariables, redact_text, redacting_also
 from ..settings import Settings
 from ..tools.runtime import format_exception, strip_ansi, truncate
 from ..tools.summaries import bounded_repr
+from .deadline import StepStopped, time_limit
 
 MAX_IMAGES = 4
 MAX_IMAGE_BASE64 = 2_000_000  # about 1.5 MB of PNG
@@ -31,10 +28,6 @@ MAX_STREAM_CHARS = 10_000
 MAX_OUTPUT_CHARS = Settings.model_fields["max_output_chars"].default
 OUTPUT_NOTE = "[the step printed {total:,} characters; shown: its first and last {shown:,}]\n"
 RESULT_CHARS = 4_000  # the value of the last expression (lazy objects are never rendered)
-
-
-class ToolTimeout(Exception):
-    """The code of one run_code call ran past its time limit and was interrupted."""
 
 
 @dataclass
@@ -66,8 +59,9 @@ class CodeRunner:
             with (
                 redacting_also(before),
                 capture_output(display=True) as captured,
-                _time_limit(self.timeout_s),
+                time_limit(self.timeout_s, _timeout_message(self.timeout_s)),
             ):
+                _accept_parents(self.shell.display_pub)
                 result = self.shell.run_cell(code, store_history=False, silent=False)
         finally:
             step = log.finish(snapshot, private=private.names)
@@ -123,24 +117,15 @@ def session_output_limit(shell: Any) -> int:
     return limit if isinstance(limit, int) else MAX_OUTPUT_CHARS
 
 
-@contextlib.contextmanager
-def _time_limit(seconds: float | None) -> Iterator[None]:
-    """Raise ToolTimeout in the running code after ``seconds`` (main thread, POSIX signals)."""
-    usable = seconds and hasattr(signal, "setitimer")
-    if not usable or threading.current_thread() is not threading.main_thread():
-        yield
-        return
+def _accept_parents(publisher: Any) -> None:
+    """ipykernel sets the display publisher's parent for each request, also one a subshell (a
+    Stop click) handles while the step runs: IPython's capturing publisher lacks the method."""
+    if not hasattr(publisher, "set_parent"):
+        publisher.set_parent = lambda parent: None
 
-    def expire(signum: int, frame: Any) -> None:
-        raise ToolTimeout(f"the code ran longer than the {seconds:g} s limit and was interrupted")
 
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, float(seconds or 0))
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+def _timeout_message(seconds: float | None) -> str:
+    return f"the code ran longer than the {seconds or 0:g} s limit and was interrupted"
 
 
 def _content(
@@ -155,7 +140,7 @@ def _content(
     sections += shown
     if value is not None:
         sections.append("result:\n" + bounded_repr(value, RESULT_CHARS))
-    if isinstance(error, ToolTimeout):
+    if isinstance(error, StepStopped):  # a time limit or the Stop button
         sections.append(f"error: {error}. Variables may be partly updated.")
     elif error is not None:
         sections.append("error:\n" + format_exception(error))

@@ -111,6 +111,9 @@ class TurnDisplay(TurnObserver):
 
             self._stop = StopButton(cancel.cancel)
             display(self._stop.widget)
+            from .deadline import clicks_where_sent
+
+            clicks_where_sent(self._stop.button)  # Stop works while a step runs
         else:
             self._status_handle = display({"text/plain": ""}, raw=True, display_id=True)
         self._show_status(waiting_text(max_turns))

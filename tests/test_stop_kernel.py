@@ -1,0 +1,86 @@
+"""Stop means stop: the Stop button and ``--timeout`` end a running step, through a real kernel.
+
+A step runs on the kernel's main thread, so only a watchdog there can end it; JupyterLab >= 4.4
+sends widget clicks on a subshell, whose thread runs the Stop button's callback meanwhile.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from qloop_kernel.testing import Reply, StandInAPI, text, tool_use
+from tests.agent_outputs import saved_record
+from tests.kernel_client import LabKernel
+
+pytestmark = pytest.mark.kernel
+SLOW_REPR = """
+import time
+class Slow:
+    def __repr__(self):
+        time.sleep(30)
+        return 'slow'
+slow = Slow()
+"""
+
+
+@pytest.fixture(scope="module")
+def api() -> Iterator[StandInAPI]:
+    with StandInAPI() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def lab(api: StandInAPI) -> Iterator[LabKernel]:
+    with LabKernel(api.environment()) as kernel:
+        kernel.run("%load_ext qloop_kernel")
+        yield kernel
+
+
+def tool_lines(lab: LabKernel, msg_id: str) -> list[str]:
+    return [ln for ln in lab.text(msg_id).splitlines() if ln.startswith(("✘", "✔", "→"))]
+
+
+def test_timeout_bounds_a_read_only_tool_whose_repr_sleeps(lab: LabKernel, api: StandInAPI) -> None:
+    lab.run(SLOW_REPR)
+    api.reset([Reply([tool_use("inspect_variable", {"name": "slow"})]), Reply([text("unused")])])
+    started = time.monotonic()
+    agent = lab.execute("%%agent --new --timeout 5\nLook at slow.", cell_id="stop-timeout")
+    reply = lab.complete(agent, 40)["content"]
+    took = time.monotonic() - started
+    assert reply["status"] == "ok", reply
+    assert took < 12, f"the turn took {took:.1f} s with --timeout 5"
+    assert len(api.requests) == 1  # the turn stopped instead of asking the model again
+    # The summary code catches what repr raises: the tool ends, describing the failed repr.
+    assert [ln.split(" (")[0] for ln in tool_lines(lab, agent)][-1] in (
+        "✔ inspect_variable",
+        "✘ inspect_variable: the turn ran past its 5 s time limit (--timeout) and the step was "
+        "interrupted",
+    )
+    assert "stopped: the turn ran past its 5 s time limit (--timeout)" in lab.text(agent)
+    assert saved_record(lab, agent)["status"] == "timeout"
+    assert lab.run("print('alive')").strip() == "alive"
+
+
+def test_stop_ends_a_looping_run_code(lab: LabKernel, api: StandInAPI) -> None:
+    loop = "import time\nlaps = 0\nwhile True:\n    laps += 1\n    time.sleep(0.05)"
+    api.reset([Reply([tool_use("run_code", {"code": loop})]), Reply([text("unused")])])
+    subshell = lab.create_subshell()
+    agent = lab.execute("%%agent --new --approve auto\nLoop.", cell_id="stop-loop")
+    stop = lab.wait_for_button("Stop", parent=agent, timeout=30)
+    lab.wait_for(lambda: "→ run_code" in lab.text(agent) or None, 30, "the step to start")
+    time.sleep(0.5)
+    clicked = time.monotonic()
+    lab.click(stop, subshell_id=subshell)
+    reply = lab.complete(agent, 30)["content"]
+    assert time.monotonic() - clicked < 3, "the step kept running after Stop"
+    assert reply["status"] == "ok", reply
+    [failed] = [ln for ln in tool_lines(lab, agent) if ln.startswith("✘")]
+    assert "stopped with the Stop button: the step was interrupted" in failed
+    assert saved_record(lab, agent)["status"] == "interrupted"
+    assert len(api.requests) == 1
+    laps = int(lab.run("print(laps)").strip())
+    time.sleep(0.3)
+    assert int(lab.run("print(laps)").strip()) == laps  # the loop is not running any more
