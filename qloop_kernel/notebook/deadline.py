@@ -236,7 +236,7 @@ def clicks_where_sent(widget: Any) -> None:
     busy running the step. Without that note a click goes to the subshell it was sent on
     (JupyterLab >= 4.4 sends widget messages on one), whose thread handles it meanwhile.
     """
-    comm = getattr(widget, "comm", None)
+    comm: Any = getattr(widget, "comm", None)
     lock = getattr(comm, "_reply_subshell_lock", None)
     if lock is None:
         return
