@@ -35,7 +35,7 @@ from qloop_kernel.records import (
     Timings,
     ToolCallRecord,
 )
-from qloop_kernel.testing import StandInAPI, text
+from qloop_kernel.testing import Reply, StandInAPI, text
 from qloop_kernel.testing.scripted import ScriptedModel, respond
 from qloop_kernel.text import MARKER as TRUNCATION_MARKER
 from qloop_kernel.tools.runtime import MAX_RESULT_CHARS, Tool, ToolRuntime
@@ -439,7 +439,10 @@ def test_crafted_records_run_nothing_but_approved_steps_and_follow_the_policy(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     nb = crafted_notebook()
-    with StandInAPI() as api:  # the model must never be called: any request would fail
+    # A record with nothing to replay (its code steps denied, failed or malformed) is asked again,
+    # like a cell without a record; every other case must not reach the model.
+    asked_again = ["denied", "readonly_kind", "failed", "code_not_text"]
+    with StandInAPI([Reply([text("asked again")]) for _ in asked_again]) as api:
         for name, value in api.environment().items():
             monkeypatch.setenv(name, value)
         monkeypatch.setenv("QLOOP_APPROVAL", "auto")  # the kernel's policy for hidden code
@@ -448,14 +451,17 @@ def test_crafted_records_run_nothing_but_approved_steps_and_follow_the_policy(
             nb, progress=io.StringIO(), timeout=120, kernel_name="python3", allow_errors=True
         )
         client.execute()
-        assert api.requests == []
+        prompts = [r.body["messages"][-1]["content"][0]["text"] for r in api.requests]
+    assert prompts == [f"Case {key}." for key in asked_again]
     assert nb.cells[-1].outputs[0]["text"].strip() == "['ran_control', 'ran_option']"
     cases = crafted_cases()
     shown = {key: outputs_text(cell) for cell, (key, *_) in zip(nb.cells[1:-1], cases, strict=True)}
     for key, _, _, refusal in cases:
         if key == "received":
             continue
-        if refusal is None:
+        if key in asked_again:
+            assert "replaying the saved turn" not in shown[key], key
+        elif refusal is None:
             assert "Error" not in shown[key] and "replaying the saved turn" in shown[key], key
         else:
             assert_refused(nb.cells[1 + [c[0] for c in cases].index(key)], refusal)
@@ -466,6 +472,7 @@ def test_crafted_records_run_nothing_but_approved_steps_and_follow_the_policy(
 def assert_refused(cell: Any, refusal: str) -> None:
     """The cell failed with one line on stderr that starts with ``refusal``."""
     text = outputs_text(cell)
-    assert {(o["output_type"], o.get("name")) for o in cell.outputs} == {("stream", "stderr")}, text
-    assert text.startswith(f"UsageError: {refusal}"), text
+    kinds = {(o["output_type"], o.get("name")) for o in cell.outputs}
+    assert kinds in ({("stream", "stderr")}, {("error", None)}), text
+    assert text.startswith((f"UsageError: {refusal}", f"AgentError: {refusal}")), text
     assert len(text.strip().splitlines()) == 1 and "Traceback" not in text, text

@@ -164,7 +164,7 @@ def assert_outcome(lab: LabKernel, msg_id: str, reply: dict, case: FaultCase) ->
 def assert_transcript(record: dict, case: FaultCase) -> None:
     assert record["status"] == case.status and record["cell_id"] == f"fault-{case.key}"
     [step] = record["tool_calls"]
-    assert step["name"] == "run_code" and step["decision"]["kind"] == "approved"
+    assert step["name"] == "run_code" and step["decision"]["kind"] == "auto"  # run by the policy, not a click
     assert step["input"] == {"code": f"{case.variable} = 42"} and not step["is_error"]
     assert record["model_calls"] == (2 if case.status == "completed" else 1)
     if case.outcome == "fatal":
