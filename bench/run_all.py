@@ -142,6 +142,30 @@ FIGURES = [
         "—",
         None,
     ),
+    Figure(
+        "undo.py",
+        "undo snapshot before and diff after a step changing one column of a 1,000,000 × 50 "
+        "DataFrame (CPU, median of 5; peak allocated)",
+        (rf"(?m)^snapshot\s+(?P<snap>{NUMBER})\s+{NUMBER}$",
+         rf"(?m)^diff\s+(?P<diff>{NUMBER})\s+{NUMBER}$",
+         rf"array snapshot \(a copy\)\s+(?P<array>{NUMBER})\s+(?P<array_mb>{NUMBER})",
+         rf"frame snapshot \+ diff: (?P<ms>{NUMBER}) ms, (?P<mb>{NUMBER}) MB \(target <= "
+         rf"(?P<max_ms>{NUMBER}) ms, <= (?P<max_mb>{NUMBER}) MB\)"),
+        lambda v: f"{v['snap']:.1f} ms + {v['diff']:.1f} ms, peak {v['mb']:.1f} MB (a float "
+        f"array's snapshot, a real copy: {v['array']:.0f} ms, {v['array_mb']:.0f} MB)",
+        "≤ 100 ms, ≤ 50 MB",
+        lambda v: v["ms"] <= v["max_ms"] and v["mb"] <= v["max_mb"],
+    ),
+    Figure(
+        "undo.py",
+        "what undo and the diff add to a step touching nothing (the frame and 200 other "
+        "variables in the namespace), median of 200",
+        (rf"step touching nothing, median of \d+: (?P<ms>{NUMBER}) ms \(target <= "
+         rf"(?P<target>{NUMBER}) ms\)",),
+        lambda v: f"{v['ms']:.2f} ms",
+        "≤ 5 ms",
+        lambda v: v["ms"] <= v["target"],
+    ),
 ]  # fmt: skip
 
 

@@ -196,3 +196,16 @@ def test_compare_changes_names_what_differs_from_the_saved_run() -> None:
         "z: int 1 → 2 in the saved run, untouched now",
     ]
     assert compare_changes(saved, saved) == []
+
+
+def test_a_frame_with_cells_pandas_cannot_hash_still_shows_changed_values() -> None:
+    frame = pd.DataFrame(
+        {"pairs": pd.Series([(1, 2), [3], {"k": 4}] * 100, dtype=object), "n": 1.0}
+    )
+    edited = frame.copy()
+    edited["n"] = 2.0
+    assert fingerprint(frame).hash and fingerprint(frame).hash == fingerprint(frame.copy()).hash
+    assert (
+        describe_change(fingerprint(frame), fingerprint(edited))
+        == "DataFrame 300×2, values changed"
+    )

@@ -96,21 +96,33 @@ def _step(length: int, budget: int) -> int:
     return max(1, math.ceil(length / max(budget, 1)))
 
 
+def _pandas_column_hash(column: Any) -> bytes:
+    """A hash of one sampled column; cells pandas cannot hash (tuples, lists) by their repr."""
+    import pandas as pd
+
+    try:
+        return pd.util.hash_pandas_object(column, index=False).to_numpy().tobytes()
+    except (TypeError, ValueError):
+        return repr(column.tolist()).encode("utf-8", "replace")
+
+
 def _pandas_print(value: Any) -> ValuePrint:
     import pandas as pd
 
     frame = value.ndim == 2
     length = len(value)
     width = len(value.columns) if frame else 1
-    objects = any(d == object for d in (value.dtypes if frame else [value.dtype]))
+    objects = any(str(d) == "object" for d in (value.dtypes if frame else [value.dtype]))
     cells = PYTHON_CELLS if objects else HASH_CELLS  # object cells are hashed in Python
     sample = value.iloc[:: _step(length, cells // max(width, 1))]
+    columns = [sample.iloc[:, i] for i in range(width)] if frame else [sample]
+    parts = [_pandas_column_hash(column) for column in columns]
     try:
-        hashed = pd.util.hash_pandas_object(sample, index=True).to_numpy().tobytes()
-    except (TypeError, ValueError):  # unhashable cells (lists, dicts): type and shape only
-        hashed = b""
+        parts.append(pd.util.hash_pandas_object(sample.index).to_numpy().tobytes())
+    except (TypeError, ValueError):
+        parts.append(repr(sample.index.tolist()).encode("utf-8", "replace"))
     names = repr(list(value.columns) if frame else value.name).encode("utf-8", "replace")
-    columns = (
+    dtypes = (
         tuple((str(k), str(v)) for k, v in list(value.dtypes.items())[:MAX_COLUMNS])
         if frame
         else ()
@@ -118,9 +130,9 @@ def _pandas_print(value: Any) -> ValuePrint:
     return ValuePrint(
         qualified_name(type(value)),
         shape=tuple(value.shape),
-        columns=columns,
+        columns=dtypes,
         dtype="" if frame else str(value.dtype),
-        hash=_digest(hashed, names, str(length).encode()) if hashed else "",
+        hash=_digest(*parts, names, str(length).encode()),
     )
 
 
