@@ -94,20 +94,38 @@ def test_queued_requests_wait_for_the_cell_and_keep_their_order(kernel: LabKerne
     info = kernel.request("kernel_info_request")
     assert_still_waiting(kernel, cell_a, button)
     assert kernel.messages(cell_b) == []  # B has not even started: no busy, no execute_input
-    assert not kernel.replied(cell_b) and not kernel.replied(info)
+    assert not kernel.replied(cell_b)
+    assert kernel.reply(info)["msg_type"] == "kernel_info_reply"  # answered during the wait
 
     kernel.click(button)
 
     reply_a, reply_b = kernel.complete(cell_a), kernel.complete(cell_b)
     assert reply_b["content"]["status"] == "ok"
     assert reply_b["content"]["execution_count"] == reply_a["content"]["execution_count"] + 1
-    assert kernel.reply(info)["msg_type"] == "kernel_info_reply"
     assert "resumed True x during wait: None" in kernel.stdout(cell_a)
     assert kernel.stdout(cell_b) == "B ran\n"
     replies = [
         m["parent_header"]["msg_id"] for channel, m in kernel.history() if channel == "shell"
     ]
-    assert [r for r in replies if r in (cell_a, cell_b, info)] == [cell_a, cell_b, info]
+    assert [r for r in replies if r in (cell_a, cell_b, info)] == [info, cell_a, cell_b]
+
+
+@pytest.mark.kernel
+def test_a_reloaded_page_gets_kernel_and_comm_info_while_a_cell_waits(kernel: LabKernel) -> None:
+    label = unique("Reload")
+    cell, button = start_waiting(kernel, label)
+    queued = kernel.execute("print('queued')")
+    started = time.monotonic()
+    info = kernel.request("kernel_info_request")
+    comms = kernel.request("comm_info_request", {"target_name": "jupyter.widget"})
+    assert kernel.reply(info, 5)["content"]["status"] == "ok"
+    listed = kernel.reply(comms, 5)["content"]["comms"]
+    assert time.monotonic() - started < 5
+    assert button in listed  # the frontend restores the waiting card's widgets from these
+    assert_still_waiting(kernel, cell, button)
+    assert kernel.messages(queued) == []  # an execute request still waits for the cell
+    kernel.click(button)
+    assert kernel.complete(queued)["content"]["status"] == "ok"
 
 
 @pytest.mark.kernel

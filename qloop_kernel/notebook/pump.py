@@ -4,8 +4,10 @@ A cell that waits for an approval click cannot simply sleep: the click arrives a
 ``comm_msg`` that ipykernel only dispatches once the cell has finished. In ipykernel 7 the
 main thread receives every main-shell request through one inproc ZMQ stream. While blocked,
 :class:`ShellPump` reads that stream itself: ``comm_open``, ``comm_msg`` and ``comm_close`` are
-dispatched at once, every other request (``execute_request``, ``kernel_info_request``, ...) is
-held and handed back to the kernel, in arrival order, when the wait ends. Queued cells therefore
+dispatched at once, and so are ``kernel_info_request`` and ``comm_info_request`` (a page reloaded
+while a card waits learns the kernel's status and its widgets, and shows the card again); every
+other request (``execute_request``, ``complete_request``, ...) is held and handed back to the
+kernel, in arrival order, when the wait ends. Queued cells therefore
 run after the waiting cell, as they would after any busy cell.
 
 This relies on private ipykernel and pyzmq attributes; :func:`check_supported` verifies them and
@@ -47,6 +49,9 @@ POLL_INTERVAL = 0.05
 
 COMM_MSG_TYPES = frozenset({"comm_open", "comm_msg", "comm_close"})
 """Shell requests dispatched while a cell waits; all others are held until the wait ends."""
+
+INFO_MSG_TYPES = frozenset({"kernel_info_request", "comm_info_request"})
+"""Requests a connecting frontend sends first, answered while a cell waits."""
 
 _log = logging.getLogger(__name__)
 
@@ -126,7 +131,7 @@ def check_supported(kernel: Any | None = None) -> None:
         "shell_channel_thread.manager.get_subshell_to_shell_channel_socket",
     ):
         _require(kernel, path)
-    missing = sorted(COMM_MSG_TYPES - set(kernel.shell_handlers))
+    missing = sorted((COMM_MSG_TYPES | INFO_MSG_TYPES) - set(kernel.shell_handlers))
     if missing:
         raise _unavailable(f"the kernel has no shell handler for {', '.join(missing)}")
     stream = _main_shell_stream(kernel)
@@ -302,7 +307,7 @@ class ShellPump:
         self._stream.on_recv(original, copy=original_copy)
 
     def _intercept(self, frames: list[Any]) -> None:
-        if self._msg_type(frames) in COMM_MSG_TYPES:
+        if self._msg_type(frames) in COMM_MSG_TYPES | INFO_MSG_TYPES:
             self._dispatch(frames)
         else:
             self._held.append(frames)
