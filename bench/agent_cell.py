@@ -8,9 +8,11 @@ the anthropic SDK's tool runner (``thread=False``) with the very same tool funct
 tools bound to the shell) and the same system prompt. Tool results are data-sized: the frame's
 summary, ``describe()``, a group-by, the variable list.
 
-Figures: the kernel process's CPU time per model call (``/proc``; median of the runs), qloop / SDK;
-and the IOPub bytes of the agent cell against its final record. Targets: CPU ratio <= 1.0 at each size;
-IOPub bytes of the 200-call cell <= 2 x its final record + 1 MB.
+Figures: the IOPub bytes of the agent cell against its final record (target: the 200-call cell <=
+2 x its final record + 1 MB), and the kernel process's CPU time per model call (``/proc``; median of
+the runs), qloop / SDK. That ratio has no target: the agent cell also renders the turn, shows each
+step, checks approval and risk, fingerprints what the turn reads and saves its record, none of which
+the bare SDK loop does (``bench/loop_overhead.py`` compares the loops themselves).
 Run: ``python bench/agent_cell.py [--runs 3]`` (Linux: reads /proc).
 """
 
@@ -24,7 +26,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -38,7 +39,6 @@ from qloop_kernel.testing import Reply, items_to_json, text, tool_use  # noqa: E
 from tests.kernel_client import LabKernel  # noqa: E402
 
 SIZES = (10, 50, 200)
-CPU_TARGET = 1.0
 IOPUB_SLACK = 1_000_000
 MODEL = "claude-sonnet-4-6"
 PROMPT = "Profile the sales frame df: its columns, their summaries and the sales by region."
@@ -60,7 +60,8 @@ df = pd.DataFrame({
 })
 """
 
-SDK_SETUP = """
+SDK_SETUP = f"""
+MODEL, PROMPT = {MODEL!r}, {PROMPT!r}
 import anthropic
 from qloop_kernel.conversation import SYSTEM_PROMPT as _SYSTEM
 from qloop_kernel.notebook.tools import builtin_tools as _builtin
@@ -70,8 +71,8 @@ _sdk_tools = [anthropic.beta_tool(t.func, name=t.name) for t in _builtin(get_ipy
 
 def sdk_turn(calls):
     runner = _sdk.beta.messages.tool_runner(
-        model=%r, max_tokens=8192, system=_SYSTEM, stream=True, max_iterations=calls,
-        messages=[{"role": "user", "content": %r}], tools=_sdk_tools, thread=False,
+        model=MODEL, max_tokens=8192, system=_SYSTEM, stream=True, max_iterations=calls,
+        messages=[{{"role": "user", "content": PROMPT}}], tools=_sdk_tools, thread=False,
     )
     turns = 0
     for stream in runner:
@@ -79,7 +80,7 @@ def sdk_turn(calls):
         for _ in stream:
             pass
     assert turns == calls, turns
-""" % (MODEL, PROMPT)
+"""
 
 STEPS: list[tuple[str, str, dict[str, Any]]] = [
     ("Looking at the frame first.", "inspect_variable", {"name": "df"}),
@@ -212,13 +213,13 @@ def main(argv: list[str] | None = None) -> int:
         ratio = statistics.median(a / b for a, b in zip(ours, theirs, strict=True))
         sent, size = statistics.median(traffic), statistics.median(record)
         limit = 2 * size + IOPUB_SLACK
-        met = met and ratio <= CPU_TARGET and (calls != max(SIZES) or sent <= limit)
+        met = met and (calls != max(SIZES) or sent <= limit)
         print(f"{calls:>5}{statistics.median(ours) / calls * 1000:>15.2f}"
               f"{statistics.median(theirs) / calls * 1000:>13.2f}{ratio:>7.2f}"
               f"{sent / 1e6:>10.2f}{size / 1e6:>11.2f}{limit / 1e6:>16.2f}")  # fmt: skip
-    for calls, ours, theirs, traffic, record in rows:
+    for calls, ours, theirs, _, _ in rows:
         ratio = statistics.median(a / b for a, b in zip(ours, theirs, strict=True))
-        print(f"kernel CPU ratio qloop/SDK at {calls} calls: {ratio:.2f} (target <= {CPU_TARGET})")
+        print(f"kernel CPU ratio qloop/SDK at {calls} calls: {ratio:.2f}")
     calls, _, _, traffic, record = rows[-1]
     sent, size = statistics.median(traffic), statistics.median(record)
     print(f"IOPub bytes of the {calls}-call cell: {sent / 1e6:.2f} MB, final record "

@@ -1,16 +1,25 @@
-"""Loop overhead: a 50-turn tool session through the stand-in, qloop's QueryLoop vs the SDK's tool runner.
+"""Loop overhead at 10, 50 and 200 model calls: qloop's bare loop and product path, the SDK runner, pydantic-ai.
 
-Both drive the real SDK (streaming) against the same loopback stand-in, run as a separate process so its
-work is not counted, with the same tool and the same scripted replies; runs alternate, and the median of 5
-each is compared. The SDK runner is run with ``thread=False``: by default it uses the beta "message
-threads" feature and sends only the newest message, a different workload. The headline is the client
-CPU time (the loop's own overhead: request building, streaming, tool dispatch); wall time is shown too.
-Target: ratio qloop / SDK <= 1.0.
-Run: ``python bench/loop_overhead.py``.
+All four drive the same scripted session through the stand-in, run as a separate process so its work is
+not counted: the real system prompt, the four built-in tools' schemas with data-sized results (a frame's
+summary, ``describe()``, the variable list; ``bench/cache_cost.py``), the same replies. The runs:
+
+- qloop QueryLoop: the bare loop with the Anthropic client;
+- qloop product path: ``ConversationManager.run_turn`` (records built as the turn runs, running saves)
+  with ``ThreadedModel`` (the worker thread), the turn display and the store's mirror and comm, inside
+  an IPython shell (outputs captured);
+- SDK tool_runner (``thread=False``: the whole conversation each request, as qloop sends it);
+- pydantic-ai ``Agent.run_sync`` with the same tools.
+
+Runs alternate; the figure is the client CPU time per model call (``time.process_time``, the worker
+thread included), median of the runs, as a ratio to the SDK runner. Targets: the product path <= 1.0x
+the SDK runner at each size (the bare loop is shown beside it).
+Run: ``python bench/loop_overhead.py [--runs 3]``.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -18,34 +27,38 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
-import anthropic
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from qloop_kernel.loop import Limits, QueryLoop
-from qloop_kernel.model import AnthropicModel
-from qloop_kernel.permissions import AutoApprover
-from qloop_kernel.testing import Reply, items_to_json, text, tool_use
-from qloop_kernel.tools.runtime import Tool, ToolRuntime
+import anthropic  # noqa: E402
 
-TURNS = 50
-RUNS = 5
+from bench.cache_cost import PROMPT, STEPS, TOOLS  # noqa: E402
+from qloop_kernel.conversation import SYSTEM_PROMPT, ConversationManager  # noqa: E402
+from qloop_kernel.loop import Limits, QueryLoop  # noqa: E402
+from qloop_kernel.model import AnthropicModel  # noqa: E402
+from qloop_kernel.permissions import AutoApprover  # noqa: E402
+from qloop_kernel.settings import Settings  # noqa: E402
+from qloop_kernel.testing import Reply, items_to_json, text, tool_use  # noqa: E402
+from qloop_kernel.tools.runtime import Tool, ToolRuntime  # noqa: E402
+
+SIZES = (10, 50, 200)
 MODEL = "claude-sonnet-4-6"
-PROMPT = [{"role": "user", "content": [{"type": "text", "text": "Add up the numbers."}]}]
+TARGET = 1.0
+USER = [{"role": "user", "content": [{"type": "text", "text": PROMPT}]}]
 
 
-def add(a: int, b: int) -> str:
-    """Add two integers."""
-    return str(a + b)
-
-
-def script() -> list[Reply]:
-    calls = [Reply([tool_use("add", {"a": i, "b": i + 1})]) for i in range(TURNS - 1)]
-    return [*calls, Reply([text("All added.")])]
+def script(calls: int) -> list[Reply]:
+    replies = [
+        Reply([text(f"Step {i + 1}."), tool_use(*STEPS[i % len(STEPS)])]) for i in range(calls - 1)
+    ]
+    return [*replies, Reply([text("## Sales profile\n\nAll columns are clean.")])]
 
 
 @contextmanager
-def stand_in() -> object:
+def stand_in() -> Iterator[str]:
     """The stand-in as its own process; yields its base URL."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "qloop_kernel.testing", "--port", "0"],
@@ -60,70 +73,114 @@ def stand_in() -> object:
         proc.wait(10)
 
 
-def load(base_url: str) -> None:
-    body = json.dumps(items_to_json(script())).encode()
+def load(base_url: str, calls: int) -> None:
+    body = json.dumps(items_to_json(script(calls))).encode()
     for path in ("/_qloop/reset", "/_qloop/script"):
         request = urllib.request.Request(base_url + path, data=body, method="POST")
         urllib.request.urlopen(request, timeout=10).read()
 
 
-def measure(run: object) -> tuple[float, float]:
-    wall, cpu = time.perf_counter(), time.process_time()
-    run()  # type: ignore[operator]
-    return time.perf_counter() - wall, time.process_time() - cpu
+def cpu_of(run: Callable[[], None]) -> float:
+    cpu = time.process_time()
+    run()
+    return time.process_time() - cpu
 
 
-def run_qloop(base_url: str) -> tuple[float, float]:
-    load(base_url)
-    runtime = ToolRuntime.of([Tool.from_function(add, requires_approval=False)], AutoApprover())
-    model = AnthropicModel(MODEL)
-    loop = QueryLoop(model, runtime, system="bench", limits=Limits(max_turns=TURNS))
-
-    def run() -> None:
-        result = loop.run(PROMPT)
-        assert result.status == "completed" and result.model_calls == TURNS, result.stop
-
-    return measure(run)
+def runtime() -> ToolRuntime:
+    return ToolRuntime.of([Tool.from_function(f, requires_approval=False) for f in TOOLS],
+                          AutoApprover())  # fmt: skip
 
 
-def run_sdk(base_url: str) -> tuple[float, float]:
-    load(base_url)
-    client = anthropic.Anthropic(max_retries=0)
+def bare(calls: int) -> None:
+    loop = QueryLoop(AnthropicModel(MODEL), runtime(), system=SYSTEM_PROMPT,
+                     limits=Limits(max_turns=calls))  # fmt: skip
+    result = loop.run(USER)
+    assert result.status == "completed" and result.model_calls == calls, result.stop
 
-    def run() -> None:
-        runner = client.beta.messages.tool_runner(
-            model=MODEL, max_tokens=8192, system="bench", messages=PROMPT,
-            tools=[anthropic.beta_tool(add)], stream=True, max_iterations=TURNS,
-            thread=False,  # send the whole conversation each turn, as qloop does
+
+def product(calls: int) -> None:
+    from IPython.utils.capture import capture_output
+
+    from qloop_kernel.notebook.display import TurnDisplay
+    from qloop_kernel.notebook.store import NotebookStore
+    from qloop_kernel.notebook.threaded import ThreadedModel
+
+    settings = Settings(model=MODEL, max_turns=calls)
+    manager = ConversationManager(settings=settings)
+    with capture_output(display=True):
+        view = TurnDisplay(interactive=False, max_turns=calls, cancel=None, cards_for=set())  # type: ignore[arg-type]
+        result, _ = manager.run_turn(
+            PROMPT, model=ThreadedModel(AnthropicModel(MODEL)), runtime=runtime(),
+            settings=settings, cell_id="bench", observer=view, store=NotebookStore("bench"),
         )  # fmt: skip
-        turns = 0
-        for stream in runner:
-            turns += 1
-            for _ in stream:
-                pass
-        assert turns == TURNS, turns
-
-    return measure(run)
+        view.finish(result)
+    assert result.status == "completed" and result.model_calls == calls, result.stop
 
 
-def main() -> int:
+def sdk(calls: int) -> None:
+    client = anthropic.Anthropic(max_retries=0)
+    runner = client.beta.messages.tool_runner(
+        model=MODEL, max_tokens=8192, system=SYSTEM_PROMPT, messages=USER, stream=True,
+        tools=[anthropic.beta_tool(f) for f in TOOLS], max_iterations=calls, thread=False,
+    )  # fmt: skip
+    turns = 0
+    for stream in runner:
+        turns += 1
+        for _ in stream:
+            pass
+    assert turns == calls, turns
+
+
+def pydantic_ai(calls: int) -> None:
+    from pydantic_ai import Agent
+    from pydantic_ai.models.anthropic import AnthropicModel as PaiModel
+    from pydantic_ai.providers.anthropic import AnthropicProvider
+    from pydantic_ai.usage import UsageLimits
+
+    provider = AnthropicProvider(api_key="bench", base_url=os.environ["ANTHROPIC_BASE_URL"])
+    agent = Agent(PaiModel(MODEL, provider=provider), instructions=SYSTEM_PROMPT, tools=list(TOOLS),
+                  model_settings={"max_tokens": 8192})  # fmt: skip
+    result = agent.run_sync(PROMPT, usage_limits=UsageLimits(request_limit=calls + 1))
+    assert result.usage.requests == calls, result.usage
+
+
+LOOPS: dict[str, Callable[[int], None]] = {
+    "qloop QueryLoop": bare,
+    "qloop product path": product,
+    "SDK tool_runner": sdk,
+    "pydantic-ai Agent": pydantic_ai,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3, help="runs of each loop at each size")
+    args = parser.parse_args(argv)
+    cpu: dict[tuple[str, int], list[float]] = {}
     with stand_in() as base_url:
         os.environ.update(
             ANTHROPIC_BASE_URL=base_url, ANTHROPIC_API_KEY="bench", NO_PROXY="127.0.0.1"
         )
-        run_qloop(base_url), run_sdk(base_url)  # warm-up: imports, connections
-        ours, theirs = [], []
-        for _ in range(RUNS):
-            ours.append(run_qloop(base_url))
-            theirs.append(run_sdk(base_url))
-    wall = [statistics.median(t[0] for t in runs) for runs in (ours, theirs)]
-    cpu = [statistics.median(t[1] for t in runs) for runs in (ours, theirs)]
-    print(f"{'loop':<18}{'wall s':>9}{'cpu s':>9}{'cpu/turn ms':>13}")
-    for name, w, c in zip(("qloop QueryLoop", "SDK tool_runner"), wall, cpu, strict=True):
-        print(f"{name:<18}{w:>9.3f}{c:>9.3f}{c / TURNS * 1000:>13.2f}")
-    ratio = cpu[0] / cpu[1]
-    print(f"ratio qloop/SDK: cpu {ratio:.3f} (target <= 1.0), wall {wall[0] / wall[1]:.3f}")
-    return 0 if ratio <= 1.0 else 1
+        for run in LOOPS.values():  # warm-up: imports, connections
+            load(base_url, 3), run(3)
+        for calls in SIZES:
+            for _ in range(args.runs):
+                for name, run in LOOPS.items():
+                    load(base_url, calls)
+                    cpu.setdefault((name, calls), []).append(cpu_of(lambda: run(calls)))  # noqa: B023
+    print(f"{'client CPU ms per model call':<30}" + "".join(f"{n:>10}" for n in SIZES))
+    per_call = {k: statistics.median(v) / k[1] * 1000 for k, v in cpu.items()}
+    for name in LOOPS:
+        print(f"{name:<30}" + "".join(f"{per_call[name, n]:>10.2f}" for n in SIZES))
+    met = True
+    for calls in SIZES:
+        sdk_ms = per_call["SDK tool_runner", calls]
+        ratios = {name: per_call[name, calls] / sdk_ms for name in LOOPS}
+        met = met and ratios["qloop product path"] <= TARGET
+        print(f"ratio to the SDK runner at {calls} calls: product path "
+              f"{ratios['qloop product path']:.2f} (target <= {TARGET}), bare loop "
+              f"{ratios['qloop QueryLoop']:.2f}, pydantic-ai {ratios['pydantic-ai Agent']:.2f}")  # fmt: skip
+    return 0 if met else 1
 
 
 if __name__ == "__main__":
