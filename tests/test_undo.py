@@ -520,3 +520,16 @@ def test_a_replay_compares_its_changes_with_the_saved_ones(lab: LabKernel, api: 
     assert "may be stale" in shown and api.requests == []
     assert "undone: restored df" in lab.run("%agent undo")  # the replayed step, undone
     assert lab.run("print(len(df))").strip() == "800"
+
+
+def test_the_changes_shown_are_redacted(shell: InteractiveShell) -> None:
+    from IPython.utils.capture import capture_output
+
+    from qloop_kernel.notebook.changes import StepViews
+
+    log = UndoLog(shell)
+    step = run_step(log, "token = 'sk-ant-api03-abcdefgh12'")
+    with capture_output() as captured:
+        StepViews(log).show(step, None, interactive=False)
+    shown = " ".join(o.data.get("text/plain", "") for o in captured.outputs)
+    assert "token: created (str len" in shown and "abcdefgh12" not in shown

@@ -44,7 +44,7 @@ class UndoNotices:
     def decide(self, request: ApprovalRequest) -> Decision:
         code = request.call.input.get("code")
         if request.call.name == "run_code" and isinstance(code, str):
-            notice = self.log.prepare(code).notice()
+            notice = self.log.prepare(code, request.assessment).notice()
             if notice is not None:
                 notices = [*request.details.get("notices", []), notice]
                 request = dataclasses.replace(
@@ -68,13 +68,14 @@ class StepViews:
 
     def show(self, step: StepChanges, card: Any, interactive: bool) -> None:
         """Show what ``step`` did: at the foot of its card, on its own, or as lines (headless)."""
+        lines = [redact_text(line) for line in step.lines()]  # a short value may be a secret
         notes = [f"not undone: {reason}" for reason in step.not_undone()]
         if not step.changes and not notes:
             return
         if not interactive:
             from .display import line
 
-            line("changes: " + "; ".join(step.lines()))
+            line("changes: " + "; ".join(lines))
             for note in notes:
                 line(note, "warn")
             return
@@ -83,7 +84,7 @@ class StepViews:
         from .approval import StepChangesBox
 
         undo = (lambda: self.log.undo(step).lines()) if step.undoable else None
-        box = StepChangesBox(step.lines(), notes, undo)
+        box = StepChangesBox(lines, notes, undo)
         if step is self.log.last:
             self.current, self.current_step = box, step
         if card is not None:

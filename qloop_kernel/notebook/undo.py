@@ -442,15 +442,18 @@ class UndoLog:
             n: id(ns[n]) for n in tracked_names(ns, getattr(self.shell, "user_ns_hidden", None))
         }
 
-    def _take(self, code: str, reuse: Snapshot | None) -> Snapshot:
+    def _take(self, code: str, reuse: Snapshot | None, assessment: Any = None) -> Snapshot:
         return take_snapshot(
-            code, self.shell.user_ns, assessment=self._classify(code), budget=self.budget(),
-            hidden=getattr(self.shell, "user_ns_hidden", None), reuse=reuse,
+            code, self.shell.user_ns, assessment=assessment or self._classify(code),
+            budget=self.budget(), hidden=getattr(self.shell, "user_ns_hidden", None), reuse=reuse,
         )  # fmt: skip
 
-    def prepare(self, code: str) -> Snapshot:
-        """Save what ``code`` may change (before the card, so it can say what cannot be undone)."""
-        self.pending = self._take(code, reuse=self.pending)
+    def prepare(self, code: str, assessment: Any = None) -> Snapshot:
+        """Save what ``code`` may change (before the card, so it can say what cannot be undone).
+
+        ``assessment``: the code's ``classify`` result when the caller has it already.
+        """
+        self.pending = self._take(code, self.pending, assessment)
         return self.pending
 
     def begin(self, code: str) -> Snapshot:
