@@ -101,7 +101,7 @@ def _pandas_column_hash(column: Any) -> bytes:
     import pandas as pd
 
     try:
-        return pd.util.hash_pandas_object(column, index=False).to_numpy().tobytes()
+        return bytes(pd.util.hash_pandas_object(column, index=False).to_numpy().tobytes())
     except (TypeError, ValueError):
         return repr(column.tolist()).encode("utf-8", "replace")
 
