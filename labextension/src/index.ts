@@ -13,6 +13,7 @@ import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 /* eslint-disable jupyter/prefer-lazy-imports -- every opened notebook needs
    these at once, and together they are a few kilobytes. */
 import { connectCommBridge } from './bridge';
+import { copyToCellPlugin } from './copy';
 import { TRANSLATION_DOMAIN } from './labels';
 import { trackMarkers } from './marker';
 import { trackMirrors } from './mirror';
@@ -78,7 +79,8 @@ const plugins: JupyterFrontEndPlugin<void>[] = [
   commBridge,
   mirrorSync,
   agentCellMarker,
-  restorePlugin
+  restorePlugin,
+  copyToCellPlugin
 ];
 
 export default plugins;

@@ -10,6 +10,7 @@ import { TranslationBundle, nullTranslator } from '@jupyterlab/translation';
 import { Widget } from '@lumino/widgets';
 
 import { ANSWER_BODY_CLASS } from './answer';
+import { COPYABLE_DECISIONS, copyButton } from './copybutton';
 import {
   TRANSLATION_DOMAIN,
   decisionLabel,
@@ -193,6 +194,9 @@ function toolCallCard(call: IToolCall, trans: TranslationBundle): HTMLElement {
   card.appendChild(
     element('pre', 'qloop-tool-input', call.code ?? call.inputJson, trans)
   );
+  if (call.code !== null && COPYABLE_DECISIONS.includes(call.decision)) {
+    card.appendChild(copyButton(call.code, trans));
+  }
   if (call.outputSummary) {
     const label = call.isError ? trans.__('Error') : trans.__('Output');
     card.appendChild(element('div', 'qloop-section-title', label));

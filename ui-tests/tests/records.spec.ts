@@ -68,3 +68,27 @@ test.describe('records are never lost', () => {
     expect(record.history[0].digest).toBe(approved);
   });
 });
+
+test.describe('copy to cell', () => {
+  test('each approved step of the transcript view becomes a code cell below, in order', async ({
+    page,
+    openNotebook,
+    saveAndRead
+  }) => {
+    const serverPath = await openNotebook('saved_turn.ipynb');
+    const buttons = page.locator('.qloop-transcript .qloop-copy-to-cell');
+    await expect(buttons).toHaveCount(3); // the denied step has none
+    await buttons.nth(0).click();
+    await buttons.nth(1).click();
+    const file = await saveAndRead(serverPath);
+    const sources = file.cells.map(c =>
+      Array.isArray(c.source) ? c.source.join('') : c.source
+    );
+    expect(sources.slice(1, 3)).toEqual([
+      'df.isna().sum()',
+      "df = df.dropna(subset=['price'])\nlen(df)"
+    ]);
+    expect(file.cells[1].cell_type).toBe('code');
+    expect(file.cells[3].cell_type).toBe('markdown');
+  });
+});
