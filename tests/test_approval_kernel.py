@@ -422,3 +422,24 @@ def test_a_session_grant_covers_the_steps_of_your_own_replay(
     lab.click(lab.wait_for_button("Approve", parent=again))  # revoked: the card is back
     assert lab.complete(again, 60)["content"]["status"] == "ok"
     assert len(api.requests) == 2
+
+
+def test_each_widget_message_while_the_card_waits_is_acknowledged_like_ipykernel_does(
+    lab: LabKernel, api: StandInAPI
+) -> None:
+    # The widget frontend sends a text box's next state only after the idle of the previous one:
+    # without it, the reason typed key by key would reach the kernel as its first letter.
+    api.set_script(steps("z = 1"))
+    cell = lab.execute("%%agent\nSet z.", cell_id="acks")
+    reason = lab.wait_for_widget(model_name="TextModel", parent=cell)
+    typed = [lab.set_value(reason, "value", "no"[: i + 1]) for i in range(2)]
+    for msg_id in typed:
+        lab.wait_idle(msg_id)
+        assert [m["content"]["execution_state"] for m in lab.messages(msg_id, "status")] == [
+            "busy",
+            "idle",
+        ]
+    assert lab.status(cell) == "busy"  # the waiting cell is busy again
+    lab.click(lab.wait_for_button("Deny", parent=cell))
+    assert lab.complete(cell, 60)["content"]["status"] == "ok"
+    assert saved_record(lab, cell)["tool_calls"][0]["decision"]["reason"] == "no"

@@ -16,6 +16,7 @@ import html
 import json
 import re
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +43,8 @@ RISK_COLOURS: dict[str, str] = {
 }
 MUTED = "color:var(--jp-ui-font-color2)"
 DEFAULT_SCOPES: tuple[Scope, ...] = ("cell", "session")
+SETTLE_S = 0.5  # after a click, wait until nothing was typed for this long (one round trip)
+SETTLE_MAX_S = 2.0
 
 
 def _visible(highlighted: str) -> str:
@@ -114,7 +117,9 @@ class ApprovalCard:
     ) -> None:
         self.request = request
         self._lock = threading.Lock()
-        self._decision: Decision | None = None
+        self._clicked: Callable[[], Decision] | None = None  # the first button clicked
+        self._decision: Decision | None = None  # made from what the card shows once settled
+        self._typed_at: float | None = None  # when the editor or reason text last arrived
         original = _editable_text(request)
         self._original = original
         self._edit_assessment: Assessment | None = None
@@ -130,15 +135,16 @@ class ApprovalCard:
         self.editor.observe(self._on_edit, names="value")
         self.reason = widgets.Text(placeholder="reason (optional, sent to the model)",
                                    layout=widgets.Layout(width="18em"))  # fmt: skip
+        self.reason.observe(lambda _: self._typed(), names="value")
         self.approve = _button("Approve", style="success", icon="check")
         self.deny = _button("Deny", style="danger", icon="times")
         self.always = _button("Always allow", tooltip=self._always_tooltip())
         self.scope = _scope_choice(scopes)
         self.edit = _button("Edit", icon="pencil")
         self.status = widgets.HTML()
-        self.approve.on_click(lambda _: self._decide(self._approval()))
-        self.deny.on_click(lambda _: self._decide(Deny(self.reason.value.strip())))
-        self.always.on_click(lambda _: self._decide(self._always_allow()))
+        self.approve.on_click(lambda _: self._decide(self._approval))
+        self.deny.on_click(lambda _: self._decide(lambda: Deny(self.reason.value.strip())))
+        self.always.on_click(lambda _: self._decide(self._always_allow))
         self.edit.on_click(lambda _: self._show_editor())
         self.buttons = self._buttons(allow_always, original is not None)
         self.header = widgets.HTML(self._header())
@@ -215,9 +221,10 @@ class ApprovalCard:
 
     def _on_edit(self, change: dict[str, Any]) -> None:
         """Re-classify the editor's text, so the card shows the class of what would run."""
+        self._typed()
         classify = self.request.classify
         field = self.request.editable_field
-        if classify is None or field is None or self.decision is not None:
+        if classify is None or field is None or self._decision is not None:
             return
         edited = self._edited_input()
         self._edit_assessment = classify(edited) if edited is not None else None
@@ -240,28 +247,47 @@ class ApprovalCard:
         scope: Scope = self.scope.value if self.scope is not None else "session"
         return AlwaysAllow(self._edited_input(), scope)
 
-    def _decide(self, decision: Decision) -> None:
+    def _decide(self, make: Callable[[], Decision]) -> None:
         with self._lock:
-            if self._decision is None:
-                self._decision = decision
+            if self._clicked is None:
+                self._clicked = make
         wake()
+
+    def _typed(self) -> None:
+        self._typed_at = time.monotonic()
 
     @property
     def decision(self) -> Decision | None:
+        """The decision: made from what the card shows, once a button was clicked."""
         with self._lock:
-            return self._decision
+            if self._decision is not None or self._clicked is None:
+                return self._decision
+            make = self._clicked
+        return make()
 
     def wait(self) -> Decision:
-        """Block until a button is clicked; a kernel interrupt disables the card and propagates."""
+        """Block until a button is clicked and what was typed before the click has arrived; a
+        kernel interrupt disables the card and propagates."""
         try:
-            wait_until(lambda: self.decision is not None)
-        finally:
-            if self.decision is None:
-                self.close("interrupted — not run")
+            wait_until(lambda: self._clicked is not None)
+            self._settle()
+        except BaseException:
+            self.close("interrupted — not run")
+            raise
         decision = self.decision
         assert decision is not None
+        with self._lock:
+            self._decision = decision
         self.close(describe(decision, self.request, self._granted_risk(decision)))
         return decision
+
+    def _settle(self) -> None:
+        """Let the last text typed before the click arrive. The widget frontend holds back a text
+        box's next update until the kernel acknowledged the previous one, so the last keystrokes
+        may arrive just after the click; nothing typed, nothing to wait for."""
+        if self._typed_at is None:
+            return
+        wait_until(lambda: time.monotonic() - (self._typed_at or 0.0) >= SETTLE_S, SETTLE_MAX_S)
 
     def _granted_risk(self, decision: Decision) -> Risk | None:
         if isinstance(decision, AlwaysAllow) and decision.input is not None:
@@ -277,7 +303,7 @@ class ApprovalCard:
         items: list[widgets.Widget] = [*self.buttons, self.editor]
         for item in items:
             item.disabled = True
-        decision = self.decision
+        decision = self._decision
         edited = getattr(decision, "input", None)
         field = self.request.editable_field
         if field is not None and isinstance(edited, dict) and isinstance(edited.get(field), str):

@@ -127,6 +127,7 @@ def check_supported(kernel: Any | None = None) -> None:
         "set_parent",
         "get_parent",
         "_parent_ident",
+        "_publish_status",
         "shell_channel_thread.parent_thread",
         "shell_channel_thread.manager.get_subshell_to_shell_channel_socket",
     ):
@@ -290,9 +291,19 @@ class ShellPump:
         self._depth = 1
         try:
             yield
+        except KeyboardInterrupt:
+            # The interrupted cell aborts the queued ones; the abort starts before they are handed
+            # back, so none of them can be dispatched ahead of it and run.
+            self._abort_queued()
+            raise
         finally:
             self._depth = 0
             self._release(original, original_copy)
+
+    def _abort_queued(self) -> None:
+        abort = getattr(self._kernel, "_abort_queues", None)
+        if self._held and abort is not None:
+            abort(None)
 
     def _release(self, original: Callable[[Any], Any] | None, original_copy: bool) -> None:
         """Hand the held requests back in order, then restore the stream's own callback."""
@@ -329,7 +340,12 @@ class ShellPump:
         return msg_type if isinstance(msg_type, str) else None
 
     def _dispatch(self, frames: list[Any]) -> None:
-        """Run the kernel's handler for a comm message, parented to it as ipykernel does."""
+        """Run the kernel's handler for a comm message, parented to it as ipykernel does.
+
+        Like ipykernel's own dispatch, the message gets a busy and an idle status: a widget
+        frontend holds back a widget's next state update (the next keystroke in a text box) until
+        it sees the idle of the previous one. Then the waiting cell is busy again.
+        """
         kernel = self._kernel
         idents, parts = kernel.session.feed_identities(frames, copy=False)
         try:
@@ -341,6 +357,7 @@ class ShellPump:
         parent = kernel.get_parent("shell")
         parent_ident = kernel._parent_ident["shell"]
         kernel.set_parent(idents, msg, channel="shell")
+        kernel._publish_status("busy", "shell")
         try:
             result = handler(self._reply_socket, idents, msg)
             if inspect.isawaitable(result):
@@ -348,7 +365,10 @@ class ShellPump:
         except Exception:
             _log.error("Exception in %s handler", msg["header"]["msg_type"], exc_info=True)
         finally:
+            kernel._publish_status("idle", "shell")
             kernel.set_parent(parent_ident, parent, channel="shell")
+            if parent:
+                kernel._publish_status("busy", "shell")
 
 
 class ThreadWaiter:

@@ -109,6 +109,55 @@ test.describe('the approval card is the contract', () => {
     expect(told).toContain('EDITED');
   });
 
+  test('what is typed on the card reaches the kernel whole: two edits, a reason', async ({
+    page,
+    openNotebook,
+    runAll,
+    standIn
+  }) => {
+    await standIn.reset(script('title = "MODEL"', 'subtitle = "x"'));
+    await openNotebook('approval_edit.ipynb');
+
+    // Edit, leave the editor, come back and edit again: the second edit runs.
+    const card = await firstCard(page, runAll);
+    await button(card, 'Edit').click();
+    const editor = card.locator('textarea');
+    await editor.click();
+    await page.keyboard.press('Control+A');
+    await page.keyboard.type('title = "FIRST"');
+    await card.locator('.qloop-card-assessment').click(); // the editor loses focus
+    await expect(card).toContainText('class of your edit');
+    await editor.click();
+    await page.keyboard.press('Control+A');
+    await page.keyboard.type('title = "SECOND"');
+    await button(card, 'Approve').click();
+
+    // A reason typed key by key goes to the model whole.
+    const cards = await approvalCard(page, AGENT);
+    await expect(cards).toHaveCount(2, { timeout: 60000 });
+    const second = cards.nth(1);
+    await second
+      .getByPlaceholder('reason (optional, sent to the model)')
+      .click();
+    await page.keyboard.type('not this one');
+    await button(second, 'Deny').click();
+    await waitForIdleKernel(page);
+
+    await expect(card.locator('.qloop-card-decision')).toHaveText(
+      '✔ approved with your edits'
+    );
+    await expect(second.locator('.qloop-card-decision')).toHaveText(
+      '✘ denied: not this one'
+    );
+    const requests = await standIn.requests();
+    expect(JSON.stringify(toolResults(requests[1])[0].content)).toContain(
+      'SECOND'
+    );
+    expect(JSON.stringify(toolResults(requests[2])[0].content)).toContain(
+      'not this one'
+    );
+  });
+
   test.describe('with real kernel messages', () => {
     // Galata's kernel mock breaks on a restart.
     test.use({ kernels: null });
