@@ -291,19 +291,9 @@ class ShellPump:
         self._depth = 1
         try:
             yield
-        except KeyboardInterrupt:
-            # The interrupted cell aborts the queued ones; the abort starts before they are handed
-            # back, so none of them can be dispatched ahead of it and run.
-            self._abort_queued()
-            raise
         finally:
             self._depth = 0
             self._release(original, original_copy)
-
-    def _abort_queued(self) -> None:
-        abort = getattr(self._kernel, "_abort_queues", None)
-        if self._held and abort is not None:
-            abort(None)
 
     def _release(self, original: Callable[[Any], Any] | None, original_copy: bool) -> None:
         """Hand the held requests back in order, then restore the stream's own callback."""
