@@ -6,6 +6,8 @@
 import * as fs from 'fs';
 import * as path from 'path';
 
+import { Page } from '@playwright/test';
+
 import { expect, markerOf, test } from './fixtures';
 
 const MIME = 'application/vnd.qloop.transcript+json';
@@ -90,5 +92,47 @@ test.describe('copy to cell', () => {
     ]);
     expect(file.cells[1].cell_type).toBe('code');
     expect(file.cells[3].cell_type).toBe('markdown');
+  });
+});
+
+/** Set a cell's source through its model, as an edit does (no editor auto-closing). */
+async function setSource(page: Page, index: number, source: string) {
+  await page.evaluate(
+    ([i, text]) => {
+      const panel = (window as any).jupyterapp.shell.currentWidget;
+      panel.content.widgets[i].model.sharedModel.setSource(text);
+    },
+    [index, source] as [number, string]
+  );
+}
+
+test.describe('stale marker', () => {
+  test('an agent cell turns stale when a cell its turn read is edited', async ({
+    page,
+    tmpPath
+  }) => {
+    const serverPath = `${tmpPath}/demo.ipynb`;
+    const demo = path.join(__dirname, '..', '..', 'notebooks', 'demo.ipynb');
+    await page.contents.uploadFile(demo, serverPath);
+    expect(await page.notebook.openByPath(serverPath)).toBe(true);
+    await page.notebook.activate('demo.ipynb');
+    // Cell 1 defines df, which both agent cells (2 and 3) read.
+    await expect
+      .poll(() => markerOf(page, 2))
+      .toMatchObject({ badge: 'agent · replayable' });
+    const cells = JSON.parse(fs.readFileSync(demo, 'utf-8')).cells;
+    const source: string = [].concat(cells[1].source).join('');
+    await setSource(page, 1, source.replace('n = 600', 'n = 800'));
+    for (const index of [2, 3]) {
+      await expect
+        .poll(() => markerOf(page, index))
+        .toMatchObject({
+          badge: 'agent · replayable · stale: a cell it read was edited'
+        });
+    }
+    await setSource(page, 1, source); // edited back: not stale
+    await expect
+      .poll(() => markerOf(page, 2))
+      .toMatchObject({ badge: 'agent · replayable' });
   });
 });
