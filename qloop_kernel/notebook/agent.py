@@ -45,12 +45,26 @@ class KernelAgent:
         self.shell = shell
         self.base_settings = settings  # from config and environment: the policy for hidden code
         self.manager = ConversationManager(settings=settings)
+        self.watch: Any = None  # the running turn's TurnWatch: bounds each step (deadline.py)
         self.step_running = False  # an approved step runs: qloop commands are refused (guard.py)
         self.saved_records: dict[str, Any] = {}  # cell id -> its saved record as last sent
         self.grants = Grants()  # what runs without a card: cell, session and notebook grants
         self.notebook_grants = NotebookGrantStore(self.grants)
         self.turn_running = False  # undo waits until the turn has ended
         self.undo = self._undo_log()
+
+    @property
+    def step_running(self) -> bool:
+        return self._step_running
+
+    @step_running.setter
+    def step_running(self, running: bool) -> None:
+        """Set by the step guard around each step: the turn's watch bounds what runs between."""
+        self._step_running = running
+        if self.watch is not None and running:
+            self.watch.step_begins()
+        elif self.watch is not None:
+            self.watch.step_ends()
 
     def _undo_log(self) -> Any:
         """The kernel's undo log, told this session's budget, and whom to tell of an undo."""
@@ -178,7 +192,6 @@ class KernelAgent:
         cards = {t.name for t in tools if t.requires_approval} if cell.interactive else set()
         cancel = CancelToken()
         watch = TurnWatch(settings.timeout, cancel)  # ends a running step on Stop or --timeout
-        runtime.guard = watch.guarding(runtime.guard)
         prints = TurnPrints(self.shell.user_ns, cells=cell_ledger(self.shell).defined)
         annotated = AnnotatedStore(
             store_for(cell),
@@ -202,14 +215,14 @@ class KernelAgent:
             watch.observing(FingerprintingObserver(view, prints)), self.step_views,
             cards=getattr(runtime.approver, "cards", None), interactive=cell.interactive,
         )  # fmt: skip
-        self.turn_running = True
+        self.turn_running, self.watch = True, watch
         try:
             result, _ = self.manager.run_turn(
                 prompt, model=model, runtime=runtime, settings=settings, cell_id=cell.cell_id,
                 observer=observer, cancel=cancel, store=store,
             )  # fmt: skip
         finally:
-            self.turn_running = False
+            self.turn_running, self.watch = False, None
             self.undo.discard()  # a snapshot prepared for a step that never ran
         if cell.cell_id and annotated.last is not None:  # what the cell holds, for %agent history
             self.saved_records[cell.cell_id] = annotated.last.model_dump(mode="json")

@@ -121,7 +121,8 @@ def stop_now(entry: _Limit) -> None:
 
 class TurnWatch:
     """Bounds each step of a turn by the turn's time left (``--timeout``, approval waits
-    excluded) and ends it on Stop. Wraps the turn's step guard and its observer."""
+    excluded) and ends it on Stop. Told of each step by the agent (``step_running``, set by the
+    step guard) and of each call by the turn's observer."""
 
     def __init__(
         self,
@@ -140,10 +141,6 @@ class TurnWatch:
         self._step: contextlib.ExitStack | None = None
         self._entry: _Limit | None = None
         cancel.on_cancel(self._stop)
-
-    def guarding(self, guard: Any) -> Any:
-        """The turn's step guard, with each step bounded by this watch."""
-        return _WatchedGuard(guard, self)
 
     def observing(self, observer: TurnObserver) -> TurnObserver:
         """The turn's observer, telling this watch when each call starts (to leave out approval)."""
@@ -191,21 +188,6 @@ class TurnWatch:
         if entry is not None:
             entry.message = STOPPED
             stop_now(entry)
-
-
-class _WatchedGuard:
-    def __init__(self, guard: Any, watch: TurnWatch) -> None:
-        self.guard = guard
-        self.watch = watch
-
-    def before(self, runtime: Any) -> None:
-        if self.guard is not None:
-            self.guard.before(runtime)
-        self.watch.step_begins()
-
-    def after(self, runtime: Any) -> str | None:
-        self.watch.step_ends()
-        return self.guard.after(runtime) if self.guard is not None else None
 
 
 class _WatchingObserver(TurnObserver):
