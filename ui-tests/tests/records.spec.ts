@@ -83,9 +83,10 @@ test.describe('copy to cell', () => {
     await buttons.nth(0).click();
     await buttons.nth(1).click();
     const file = await saveAndRead(serverPath);
-    const sources = file.cells.map(c =>
-      Array.isArray(c.source) ? c.source.join('') : c.source
-    );
+    const sources = file.cells.map(c => {
+      const source = (c as { source?: string | string[] }).source ?? '';
+      return Array.isArray(source) ? source.join('') : source;
+    });
     expect(sources.slice(1, 3)).toEqual([
       'df.isna().sum()',
       "df = df.dropna(subset=['price'])\nlen(df)"
