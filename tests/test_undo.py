@@ -194,6 +194,24 @@ def test_undo_waits_for_the_turn_to_end(shell: InteractiveShell) -> None:
     assert "z" not in shell.user_ns
 
 
+def test_connections_locks_and_files_are_kept_not_copied(
+    shell: InteractiveShell, tmp_path: Path
+) -> None:
+    shell.run_cell(
+        "import sqlite3, threading\ndb = sqlite3.connect(':memory:')\nlock = threading.Lock()\n"
+        f"out = open({str(tmp_path / 'log.txt')!r}, 'w')"
+    )
+    ns = shell.user_ns
+    for name in ("db", "lock", "out"):
+        assert snapshot_copy(ns[name]) == (ns[name], "kept (a live handle)")
+        assert size_of(ns[name]) == 0
+    log = UndoLog(shell)
+    run_step(log, "db = None\nlock = None")
+    log.undo()
+    assert ns["db"].execute("select 1").fetchone() == (1,) and ns["lock"].acquire(blocking=False)
+    ns["out"].close()
+
+
 def test_sizes_of_data_and_plain_values() -> None:
     assert size_of(np.zeros(1000)) == 8000
     assert size_of("text") == 0 and size_of(np) == 0  # kept as they are

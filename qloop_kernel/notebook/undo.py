@@ -35,13 +35,20 @@ from ..tools.fingerprint import (
 )
 from ..tools.summaries import format_bytes, is_dataframe, is_ndarray, is_series
 from ..tools.summaries.arrow import is_arrow_array, is_arrow_table
-from ..tools.summaries.common import instance_of, is_lazy_like
+from ..tools.summaries.common import instance_of, is_lazy_like, libraries_of
 from ..tools.summaries.polars import is_polars_frame, is_polars_series
 
 MAX_RECORDED_STEPS = 500  # steps whose changes are kept for their records
 WALK_OBJECTS = 100_000  # objects a plain value may hold and still be measured and deep-copied
 BUDGET_HINT = "raise it with `%agent set undo_budget_mb N`"
 _NAMESPACE_REASON = re.compile(r"^(creates|overwrites|changes|deletes) ([A-Za-z_]\w*)(?:,| \(|$)")
+# Libraries of connections, sessions, clients, locks and files: such objects are never copied.
+_LIVE_LIBRARIES = frozenset({
+    "distributed", "pyspark", "py4j", "sqlalchemy", "sqlite3", "duckdb", "psycopg", "psycopg2",
+    "pymongo", "redis", "socket", "ssl", "_socket", "_thread", "threading", "multiprocessing",
+    "concurrent", "asyncio", "io", "_io", "subprocess", "http", "urllib3", "requests", "httpx", "zmq",
+    "logging",
+})  # fmt: skip
 _SHARED = (
     int, float, complex, bool, str, bytes, type(None), range, types.ModuleType, types.FunctionType,
     types.BuiltinFunctionType, types.MethodType, type,
@@ -106,9 +113,15 @@ def plain_size(value: object) -> int | None:
     return total
 
 
+def is_live_handle(value: object) -> bool:
+    """A connection, cluster client, session, lock or open file: never copied (copying one may
+    connect, or fail), kept as it is, so undo can only rebind its name."""
+    return bool(libraries_of(type(value)) & _LIVE_LIBRARIES)
+
+
 def size_of(value: object) -> int | None:
     """Bytes a snapshot of ``value`` may keep alive; None when it is too big to measure."""
-    if isinstance(value, _SHARED):
+    if isinstance(value, _SHARED) or is_live_handle(value):
         return 0
     found = data_size(value)
     return found if found is not None else plain_size(value)
@@ -130,6 +143,8 @@ def snapshot_copy(value: object) -> tuple[object, str]:
         return value, "kept (immutable)"
     if is_lazy_like(value):
         return copy.copy(value), "copy of the plan"
+    if is_live_handle(value):
+        return value, "kept (a live handle)"
     return copy.deepcopy(value), "deep copy"
 
 
