@@ -2,7 +2,8 @@
 
 A kernel driven like JupyterLab (cell id and metadata on each request) holds a 20,000-row sales frame.
 The same scripted session, served by the stand-in in its own process, is run twice at 10, 50 and 200
-model calls: as a ``%%agent --approve auto`` cell (the product path: magic, ConversationManager and its
+model calls: as a ``%%agent --new --approve auto`` cell (its own conversation, as each SDK run has; the
+product path: magic, ConversationManager and its
 record saves, ThreadedModel, the turn display, the store's mirror and comm), and as a cell that drives
 the anthropic SDK's tool runner (``thread=False``) with the very same tool functions (qloop's built-in
 tools bound to the shell) and the same system prompt. Tool results are data-sized: the frame's
@@ -174,7 +175,7 @@ def final_record_bytes(kernel: LabKernel, msg_id: str) -> int:
 
 def agent_run(kernel: LabKernel, base_url: str, calls: int) -> tuple[float, int, int]:
     load(base_url, calls)
-    cell = f"%%agent --approve auto --max-turns {calls}\n{PROMPT}"
+    cell = f"%%agent --new --approve auto --max-turns {calls}\n{PROMPT}"  # its own conversation
     msg_id, cpu = timed_cell(kernel, cell)
     traffic = sum(wire_bytes(m) for m in kernel.messages(msg_id))
     return cpu, traffic, final_record_bytes(kernel, msg_id)

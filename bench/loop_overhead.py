@@ -154,7 +154,7 @@ LOOPS: dict[str, Callable[[int], None]] = {
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=3, help="runs of each loop at each size")
+    parser.add_argument("--runs", type=int, default=5, help="runs of each loop at each size")
     args = parser.parse_args(argv)
     cpu: dict[tuple[str, int], list[float]] = {}
     with stand_in() as base_url:

@@ -122,7 +122,7 @@ class SessionTotals:
     cost_known: bool = True
 
 
-SAVE_EVERY_S = 3.0  # a running turn's record is saved at most this often, and once at the end
+SAVE_EVERY_S = 5.0  # a running turn's record is saved at most this often, and once at the end
 
 
 class _SavingObserver(TurnObserver):
