@@ -124,14 +124,7 @@ class ApprovalCard:
         self._original = original
         self._edit_assessment: Assessment | None = None
         self._editing = False
-        # Synced when it loses focus (a click on a button does that first): one update per edit,
-        # sent before the click, instead of one per key that the widget frontend may hold back.
-        self.editor = widgets.Textarea(
-            value=original or "",
-            continuous_update=False,
-            layout=widgets.Layout(width="100%", height="12em", display="none"),
-        )
-        self.editor.add_class("qloop-card-editor")
+        self.editor = _code_editor(original or "")
         self.editor.observe(self._on_edit, names="value")
         self.reason = widgets.Text(placeholder="reason (optional, sent to the model)",
                                    layout=widgets.Layout(width="18em"))  # fmt: skip
@@ -142,10 +135,7 @@ class ApprovalCard:
         self.scope = _scope_choice(scopes)
         self.edit = _button("Edit", icon="pencil")
         self.status = widgets.HTML()
-        self.approve.on_click(lambda _: self._decide(self._approval))
-        self.deny.on_click(lambda _: self._decide(lambda: Deny(self.reason.value.strip())))
-        self.always.on_click(lambda _: self._decide(self._always_allow))
-        self.edit.on_click(lambda _: self._show_editor())
+        self._wire_buttons()
         self.buttons = self._buttons(allow_always, original is not None)
         self.header = widgets.HTML(self._header())
         self.body = widgets.HTML(self._body())
@@ -156,6 +146,12 @@ class ApprovalCard:
                                   margin="4px 0"),
         )  # fmt: skip
         self.widget.add_class("qloop-approval-card")
+
+    def _wire_buttons(self) -> None:
+        self.approve.on_click(lambda _: self._decide(self._approval))
+        self.deny.on_click(lambda _: self._decide(lambda: Deny(self.reason.value.strip())))
+        self.always.on_click(lambda _: self._decide(self._always_allow))
+        self.edit.on_click(lambda _: self._show_editor())
 
     def _buttons(self, allow_always: bool, editable: bool) -> list[widgets.Widget]:
         buttons: list[widgets.Widget] = [self.approve, self.deny]
@@ -331,6 +327,18 @@ def _steps_html(steps: list[Any], assessments: object) -> str:
             f"<div><i>step {index}</i>{highlight(str(step))}{assessment_html(assessment)}</div>"
         )
     return "".join(parts)
+
+
+def _code_editor(code: str) -> widgets.Textarea:
+    """The card's editor, hidden until Edit. It syncs when it loses focus (a click on a button does
+    that first): one update per edit, sent before the click."""
+    editor = widgets.Textarea(
+        value=code,
+        continuous_update=False,
+        layout=widgets.Layout(width="100%", height="12em", display="none"),
+    )
+    editor.add_class("qloop-card-editor")
+    return editor
 
 
 def _scope_choice(scopes: Sequence[Scope]) -> widgets.Dropdown | None:
