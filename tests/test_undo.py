@@ -124,7 +124,10 @@ def test_what_cannot_be_undone_is_said_before_the_step_runs(
     assert log.prepare("import os\nos.system('true')").notice() == (
         "cannot be undone: line 2: runs a shell command (os.system), outside the namespace"
     )
-    assert log.prepare("ddf = df.persist()\nddf.compute()").notice() is not None
+    shell.run_cell("import dask.dataframe as dd\nddf = dd.from_pandas(df, npartitions=1)")
+    assert log.prepare("ddf = ddf.persist()").notice() == (
+        "cannot be undone: line 1: starts dask computation (ddf.persist), outside the namespace"
+    )
     assert log.prepare("df['b'] = 2").notice() is None  # all of it can be undone
 
 
