@@ -86,12 +86,12 @@ def _unpack(
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]] | None:
     try:
         _, parts = session.feed_identities(frames, copy=False)
-        unpacked = tuple(session.unpack(parts[i].bytes) for i in (1, 3, 4))
+        header, metadata, content = (session.unpack(parts[i].bytes) for i in (1, 3, 4))
     except Exception:  # not a message this reader understands: it is simply not listed
         return None
-    if not all(isinstance(part, dict) for part in unpacked):
+    if not all(isinstance(part, dict) for part in (header, metadata, content)):
         return None
-    return unpacked  # type: ignore[return-value]
+    return header, metadata, content
 
 
 def _waiting_tasks(kernel: Any) -> list[Any]:
