@@ -77,8 +77,6 @@ KEY_HINT = (
 PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY")
 
 
-def default_model() -> str:
-    return os.environ.get("QLOOP_MODEL") or DEFAULT_MODEL
 
 
 @dataclass(frozen=True)
@@ -120,7 +118,7 @@ class AnthropicModel:
         import anthropic
 
         self._anthropic = anthropic
-        self.model = model or default_model()
+        self.model = model or DEFAULT_MODEL  # settings.py reads QLOOP_MODEL, not the client
         self.provider = provider
         self.retry = retry or RetryPolicy()
         self.clock = clock

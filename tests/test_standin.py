@@ -30,7 +30,7 @@ from qloop_kernel.testing import (
     ScriptError,
     StandInAPI,
     StreamError,
-    estimate_tokens,
+    block_tokens,
     item_from_json,
     items_to_json,
     load_script,
@@ -657,8 +657,8 @@ def test_token_estimate_is_four_characters_per_token_of_canonical_json():
     block = {"type": "text", "text": "a" * 100, "cache_control": EPHEMERAL}
 
     # {"text":"aaa…","type":"text"} is 126 characters
-    assert estimate_tokens(block) == 32
-    assert estimate_tokens({}) == 1
+    assert block_tokens(block) == 32
+    assert block_tokens({}) == 1
 
 
 def conversation_requests(turns: int, breakpoints: bool) -> Iterator[dict[str, Any]]:
@@ -767,7 +767,7 @@ def test_tool_definitions_are_part_of_the_cached_prefix(standin, client):
     changed = create(client, tools=[{**tools[0], "description": "Changed."}, tools[1]]).usage
 
     assert first.cache_creation_input_tokens > 0
-    assert first.input_tokens == estimate_tokens({"type": "text", "text": "Hello"})
+    assert first.input_tokens == block_tokens({"type": "text", "text": "Hello"})
     assert changed.cache_read_input_tokens == 0
 
 
@@ -1300,7 +1300,7 @@ def test_a_cache_hit_is_found_only_within_20_blocks_of_a_breakpoint(standin, cli
     near = create(client, system=plain, messages=ending_in_a_breakpoint(10)).usage  # block 11
     far = create(client, system=plain, messages=ending_in_a_breakpoint(25)).usage  # block 26
 
-    assert near.cache_read_input_tokens == estimate_tokens(plain[0])
+    assert near.cache_read_input_tokens == block_tokens(plain[0])
     assert far.cache_read_input_tokens == 0  # the written entry is more than 20 blocks back
 
 

@@ -33,6 +33,8 @@ from typing import Any, ClassVar, Protocol
 
 import zmq
 
+from ..errors import QloopError
+
 __all__ = [
     "PumpUnavailable",
     "ShellPump",
@@ -56,7 +58,7 @@ INFO_MSG_TYPES = frozenset({"kernel_info_request", "comm_info_request"})
 _log = logging.getLogger(__name__)
 
 
-class PumpUnavailable(RuntimeError):
+class PumpUnavailable(QloopError, RuntimeError):
     """The running ipykernel lacks an internal attribute the shell pump relies on."""
 
 

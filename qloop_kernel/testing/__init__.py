@@ -31,7 +31,7 @@ from .script import (
     web_search_result,
 )
 from .server import StandInAPI
-from .tokens import count_input_tokens, estimate_tokens
+from .tokens import block_tokens, count_input_tokens
 from .wire import stream_event_types
 
 __all__ = [
@@ -53,7 +53,7 @@ __all__ = [
     "ThinkingBlock",
     "ToolUseBlock",
     "count_input_tokens",
-    "estimate_tokens",
+    "block_tokens",
     "item_from_json",
     "item_to_json",
     "items_to_json",

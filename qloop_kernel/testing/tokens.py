@@ -36,14 +36,14 @@ def canonical_json(block: Any) -> str:
     return json.dumps(block, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def estimate_tokens(block: Any) -> int:
+def block_tokens(block: Any) -> int:
     """Estimate the tokens of one block: ceil(len(canonical JSON) / 4), at least 1."""
     return max(1, math.ceil(len(canonical_json(block)) / CHARS_PER_TOKEN))
 
 
 def output_tokens(blocks: Sequence[Mapping[str, Any]]) -> int:
     """Return the output tokens of a reply's content blocks (at least 1, like the API)."""
-    return max(1, sum(estimate_tokens(block) for block in blocks))
+    return max(1, sum(block_tokens(block) for block in blocks))
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ def prompt_segments(body: Mapping[str, Any]) -> list[PromptSegment]:
         # NUL cannot occur in canonical JSON (it is escaped), so it separates parts unambiguously.
         chain.update(f"{place}\0{canonical_json(block)}\0".encode())
         digest = chain.copy().hexdigest()
-        segments.append(PromptSegment(digest, estimate_tokens(block), _ttl(block)))
+        segments.append(PromptSegment(digest, block_tokens(block), _ttl(block)))
     automatic = _ttl(body)
     if automatic is not None and segments and segments[-1].breakpoint is None:
         last = segments[-1]
