@@ -3,9 +3,10 @@
 Before a step runs, the variables it may change (``tools.risk.classify(...).may_change``; every
 variable when the analysis cannot bound them) are saved: pandas objects by a copy-on-write copy
 (free until one side is written), numpy arrays by a copy, polars by ``clone()``, Arrow objects and
-lazy plans as they are (immutable), small plain objects by deep copy. What does not fit the budget
-or cannot be copied is not saved, and the card says so before the user approves, as it says which
-effects are outside the namespace (files, network, processes, settings, work on a cluster).
+lazy plans as they are (immutable), connections, sessions, locks and files as they are (never
+copied), small plain objects by deep copy. What does not fit the budget or cannot be copied is not
+saved, and the card says so before the user approves, as it says which effects are outside the
+namespace (files, network, processes, settings, work on a cluster).
 
 After the step, fingerprints (``tools.fingerprint``) say what it created, changed and deleted.
 Undo puts the saved variables back, removes those the step created, and says what it could not
