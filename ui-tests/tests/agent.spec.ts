@@ -116,7 +116,7 @@ test.describe('agent cell approval', () => {
     await openNotebook(NOTEBOOK);
 
     const card = await runAllUntilCard(page, runAll, 'run_code');
-    await expect(card.locator('.highlight')).toHaveText('y = 42');
+    await expect(card.locator('.qloop-code')).toHaveText('y = 42');
     for (const name of ['Approve', 'Deny', 'Always allow', 'Edit']) {
       await expect(button(card, name)).toBeEnabled();
     }
@@ -261,7 +261,7 @@ test.describe('agent cell approval', () => {
         runAll,
         'Replay 1 saved code step(s)'
       );
-      await expect(card.locator('.highlight')).toHaveText('y = 42');
+      await expect(card.locator('.qloop-code')).toHaveText('y = 42');
       await expect(button(card, 'Always allow')).toHaveCount(0);
       await button(card, 'Approve').click();
       await waitForIdleKernel(page);
