@@ -82,6 +82,19 @@ def test_dropped_rows_a_created_and_a_deleted_variable_are_undone(shell: Interac
         log.undo()  # one step, once
 
 
+def test_a_change_outside_the_sampled_rows_is_named_and_undone(shell: InteractiveShell) -> None:
+    shell.run_cell(
+        "big = pd.DataFrame({'a': np.arange(1_000_000)})\nsmall = pd.DataFrame({'a': [1]})"
+    )
+    log = UndoLog(shell)
+    step = run_step(log, "big.loc[5, 'a'] = -1\nsmall.loc[0, 'a'] = 1")  # small: unchanged
+    assert step.lines() == [
+        "big: DataFrame 1000000×1, may have changed (not in the values sampled)"
+    ]
+    log.undo()
+    assert shell.user_ns["big"].loc[5, "a"] == 5
+
+
 def test_pandas_snapshots_share_memory_until_written(shell: InteractiveShell) -> None:
     frame = pd.DataFrame({"a": np.arange(1_000_000.0)})
     copied, how = snapshot_copy(frame)

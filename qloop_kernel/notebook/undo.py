@@ -174,6 +174,7 @@ class Snapshot:
     outside: list[str] = field(default_factory=list)  # effects outside the namespace
     unbounded: str = ""  # why the step may change any variable ("" when bounded)
     budget: int = 0
+    may_change: frozenset[str] = frozenset()  # what the analysis says it changes (when bounded)
 
     @property
     def held(self) -> int:
@@ -237,6 +238,7 @@ def take_snapshot(
         outside=outside,
         unbounded=unbounded,
         budget=budget,
+        may_change=frozenset(may_change or ()),
     )
     sizes = {n: size_of(namespace[n]) for n in candidates}
     for name in sorted(candidates, key=lambda n: (sizes[n] is None, sizes[n] or 0, n)):
@@ -335,7 +337,29 @@ def step_changes(
         before[name] = ValuePrint("?", identity=before_ids[name])
     for name in before_ids.keys() - set(now):
         before.setdefault(name, ValuePrint("?"))
-    return StepChanges(snapshot, changes(before, after, private=private), after)
+    found = changes(before, after, private=private)
+    return StepChanges(snapshot, found + _unseen_changes(snapshot, found, after), after)
+
+
+def _unseen_changes(
+    snapshot: Snapshot, found: list[Change], after: Mapping[str, ValuePrint]
+) -> list[Change]:
+    """Big values the code changes (per the analysis) whose sampled content looks the same.
+
+    A change outside the sample cannot be seen, so they are listed as maybe changed and undo puts
+    them back.
+    """
+    seen = {c.name for c in found}
+    return [
+        Change(
+            name,
+            "changed",
+            f"{after[name].describe()}, may have changed (not in the values sampled)",
+            after[name].hash,
+        )  # fmt: skip
+        for name in sorted(snapshot.may_change & snapshot.saved.keys() & after.keys() - seen)
+        if after[name].sampled
+    ]
 
 
 # -- undo ----------------------------------------------------------------------------------------

@@ -57,6 +57,7 @@ class ValuePrint:
     value: str = ""  # the repr of a small scalar or short string
     hash: str = ""  # of a bounded sample of the content; "" when that is not cheap
     identity: int = field(default=0, compare=False)
+    sampled: bool = field(default=False, compare=False)  # the hash read a part of the content
 
     @property
     def label(self) -> str:
@@ -114,7 +115,8 @@ def _pandas_print(value: Any) -> ValuePrint:
     width = len(value.columns) if frame else 1
     objects = any(str(d) == "object" for d in (value.dtypes if frame else [value.dtype]))
     cells = PYTHON_CELLS if objects else HASH_CELLS  # object cells are hashed in Python
-    sample = value.iloc[:: _step(length, cells // max(width, 1))]
+    step = _step(length, cells // max(width, 1))
+    sample = value.iloc[::step]
     columns = [sample.iloc[:, i] for i in range(width)] if frame else [sample]
     parts = [_pandas_column_hash(column) for column in columns]
     try:
@@ -133,6 +135,7 @@ def _pandas_print(value: Any) -> ValuePrint:
         columns=dtypes,
         dtype="" if frame else str(value.dtype),
         hash=_digest(*parts, names, str(length).encode()),
+        sampled=step > 1,
     )
 
 
@@ -140,20 +143,22 @@ def _numpy_print(value: Any) -> ValuePrint:
     import numpy as np
 
     hashed = ""
+    step = _step(value.size, HASH_CELLS)
     if not value.dtype.hasobject and value.size:
-        positions = np.arange(0, value.size, _step(value.size, HASH_CELLS))
-        sample = np.ascontiguousarray(value.flat[positions])
+        sample = np.ascontiguousarray(value.flat[np.arange(0, value.size, step)])
         hashed = _digest(sample.tobytes(), str(value.shape).encode(), str(value.dtype).encode())
     return ValuePrint(
-        qualified_name(type(value)), shape=tuple(value.shape), dtype=str(value.dtype), hash=hashed
-    )
+        qualified_name(type(value)), shape=tuple(value.shape), dtype=str(value.dtype), hash=hashed,
+        sampled=step > 1,
+    )  # fmt: skip
 
 
 def _polars_print(value: Any) -> ValuePrint:
     frame = is_polars_frame(value)
     length = value.height if frame else len(value)
     width = value.width if frame else 1
-    sample = value.gather_every(_step(length, HASH_CELLS // max(width, 1)))
+    step = _step(length, HASH_CELLS // max(width, 1))
+    sample = value.gather_every(step)
     hashed = sample.hash_rows(seed=0) if frame else sample.hash(seed=0)
     columns = (
         tuple((k, str(v)) for k, v in list(value.schema.items())[:MAX_COLUMNS]) if frame else ()
@@ -166,6 +171,7 @@ def _polars_print(value: Any) -> ValuePrint:
         hash=_digest(
             hashed.to_numpy().tobytes(), repr(value.columns if frame else value.name).encode()
         ),
+        sampled=step > 1,
     )
 
 
@@ -173,7 +179,8 @@ def _arrow_print(value: Any) -> ValuePrint:
     table = is_arrow_table(value)
     length = value.num_rows if table else len(value)
     width = value.num_columns if table else 1
-    sample = value.take(list(range(0, length, _step(length, PYTHON_CELLS // max(width, 1)))))
+    step = _step(length, PYTHON_CELLS // max(width, 1))
+    sample = value.take(list(range(0, length, step)))
     rows = sample.to_pylist()
     schema = value.schema if table else None
     columns = tuple((f.name, str(f.type)) for f in list(schema)[:MAX_COLUMNS]) if schema else ()
@@ -183,6 +190,7 @@ def _arrow_print(value: Any) -> ValuePrint:
         columns=columns,
         dtype="" if table else str(value.type),
         hash=_digest(repr(rows).encode("utf-8", "replace"), repr(columns).encode()),
+        sampled=step > 1,
     )
 
 
