@@ -11,8 +11,8 @@ summary, ``describe()``, the variable list; ``bench/cache_cost.py``), the same r
 - SDK tool_runner (``thread=False``: the whole conversation each request, as qloop sends it);
 - pydantic-ai ``Agent.run_sync`` with the same tools.
 
-Runs alternate; the figure is the client CPU time per model call (``time.process_time``, the worker
-thread included), median of the runs, as a ratio to the SDK runner. Targets: the product path <= 1.0x
+Runs alternate (25 at 10 calls, 5 at 50 and 200); the figure is the client CPU time per model call
+(``time.process_time``, the worker thread included), median of the runs, as a ratio to the SDK runner. Targets: the product path <= 1.0x
 the SDK runner at each size (the bare loop is shown beside it).
 Run: ``python bench/loop_overhead.py [--runs 3]``.
 """
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         for run in LOOPS.values():  # warm-up: imports, connections
             load(base_url, 3), run(3)
         for calls in SIZES:
-            for _ in range(args.runs):
+            for _ in range(max(args.runs, 250 // calls)):  # short runs: more of them
                 for name, run in LOOPS.items():
                     load(base_url, calls)
                     cpu.setdefault((name, calls), []).append(cpu_of(lambda: run(calls)))  # noqa: B023

@@ -67,7 +67,7 @@ FIGURES = [
         "loop_overhead.py",
         "client CPU per model call, 10 calls, data-sized tool results and the real system prompt: "
         "qloop's product path (ConversationManager, records, ThreadedModel, display, store) / the "
-        "SDK's tool runner, median of 5",
+        "SDK's tool runner, median of 25 runs at 10 calls, 5 above",
         (rf"ratio to the SDK runner at 10 calls: product path (?P<ratio>{NUMBER}) \(target <= "
          rf"(?P<target>{NUMBER})\), bare loop (?P<bare>{NUMBER}), pydantic-ai (?P<pai>{NUMBER})",),
         lambda v: f"product path {v['ratio']:.2f}; bare QueryLoop {v['bare']:.2f}; pydantic-ai "
@@ -79,7 +79,7 @@ FIGURES = [
         "loop_overhead.py",
         "client CPU per model call, 50 calls, data-sized tool results and the real system prompt: "
         "qloop's product path (ConversationManager, records, ThreadedModel, display, store) / the "
-        "SDK's tool runner, median of 5",
+        "SDK's tool runner, median of 25 runs at 10 calls, 5 above",
         (rf"ratio to the SDK runner at 50 calls: product path (?P<ratio>{NUMBER}) \(target <= "
          rf"(?P<target>{NUMBER})\), bare loop (?P<bare>{NUMBER}), pydantic-ai (?P<pai>{NUMBER})",),
         lambda v: f"product path {v['ratio']:.2f}; bare QueryLoop {v['bare']:.2f}; pydantic-ai "
@@ -91,7 +91,7 @@ FIGURES = [
         "loop_overhead.py",
         "client CPU per model call, 200 calls, data-sized tool results and the real system prompt: "
         "qloop's product path (ConversationManager, records, ThreadedModel, display, store) / the "
-        "SDK's tool runner, median of 5",
+        "SDK's tool runner, median of 25 runs at 10 calls, 5 above",
         (rf"ratio to the SDK runner at 200 calls: product path (?P<ratio>{NUMBER}) \(target <= "
          rf"(?P<target>{NUMBER})\), bare loop (?P<bare>{NUMBER}), pydantic-ai (?P<pai>{NUMBER})",),
         lambda v: f"product path {v['ratio']:.2f}; bare QueryLoop {v['bare']:.2f}; pydantic-ai "
