@@ -58,13 +58,17 @@ test.describe('comm bridge', () => {
       });
 
     const acks = await acksReceived(page, 12);
-    expect(acks.get('open-hello')).toEqual({
+    expect(acks.get('open-hello')).toMatchObject({
       op: 'ack',
       request_id: 'open-hello',
       ok: true,
       frontend: 'jupyterlab',
-      version: extensionVersion()
+      version: extensionVersion(),
+      notebook_grants: null // this notebook saved no grants
     });
+    expect(String(acks.get('open-hello')?.notebook_path)).toMatch(
+      /comm_bridge\.ipynb$/
+    );
     expect(acks.get('hello')).toMatchObject({
       ok: true,
       frontend: 'jupyterlab'
