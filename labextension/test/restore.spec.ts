@@ -43,5 +43,6 @@ describe('historyLabels', () => {
       digest: 'sha256:one',
       history: [{ digest: 'sha256:now' }]
     });
+    cell.dispose();
   });
 });
