@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from qloop_kernel.testing import StandInAPI
 from tests import network_guard
 from tests.kernel_client import LabKernel
 
@@ -45,6 +46,25 @@ def kernel_factory() -> Iterator[Callable[..., LabKernel]]:
     yield start
     for lab_kernel in reversed(started):
         lab_kernel.shutdown()
+
+
+# -- an agent kernel: the Messages API stand-in, and a kernel with the extension loaded -----------
+
+
+@pytest.fixture(scope="module")
+def api() -> Iterator[StandInAPI]:
+    """One stand-in shared by the tests of a module; each ``lab`` resets its script and log."""
+    with StandInAPI() as server:
+        yield server
+
+
+@pytest.fixture
+def lab(api: StandInAPI) -> Iterator[LabKernel]:
+    """A fresh kernel pointed at the stand-in, with ``%load_ext qloop_kernel`` run."""
+    api.reset()
+    with LabKernel(api.environment()) as kernel:
+        kernel.run("%load_ext qloop_kernel")
+        yield kernel
 
 
 # -- record signing: this test run is one "user", with its own key outside the home directory ------

@@ -6,7 +6,6 @@ import html
 import json
 import re
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,20 +23,6 @@ from tests.agent_outputs import (
 from tests.kernel_client import LabKernel
 
 pytestmark = pytest.mark.kernel
-
-
-@pytest.fixture(scope="module")
-def api() -> Iterator[StandInAPI]:
-    with StandInAPI() as server:
-        yield server
-
-
-@pytest.fixture
-def lab(api: StandInAPI) -> Iterator[LabKernel]:
-    api.reset()
-    with LabKernel(api.environment()) as kernel:
-        kernel.run("%load_ext qloop_kernel")
-        yield kernel
 
 
 def html_text(states: list[dict[str, Any]]) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,20 +19,6 @@ from tests.agent_outputs import result_text, saved_record, tool_results
 from tests.kernel_client import CellFailed, LabKernel
 
 pytestmark = pytest.mark.kernel
-
-
-@pytest.fixture(scope="module")
-def api() -> Iterator[StandInAPI]:
-    with StandInAPI() as server:
-        yield server
-
-
-@pytest.fixture
-def lab(api: StandInAPI) -> Iterator[LabKernel]:
-    api.reset()
-    with LabKernel(api.environment()) as kernel:
-        kernel.run("%load_ext qloop_kernel")
-        yield kernel
 
 
 def steps(*codes: str, answer: str = "done") -> list[Reply]:

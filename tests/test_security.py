@@ -7,7 +7,6 @@ import html
 import json
 import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,20 +31,6 @@ PAYLOAD = (
     "<script>window.__qloopPwned = 1</script><img src=x onerror='window.__qloopPwned = 2'>"
     "<div style='position:fixed;inset:0;z-index:9999'>cover</div>"
 )
-
-
-@pytest.fixture(scope="module")
-def api() -> Iterator[StandInAPI]:
-    with StandInAPI() as server:
-        yield server
-
-
-@pytest.fixture
-def lab(api: StandInAPI) -> Iterator[LabKernel]:
-    api.reset()
-    with LabKernel(api.environment()) as kernel:
-        kernel.run("%load_ext qloop_kernel")
-        yield kernel
 
 
 def record(

@@ -371,12 +371,6 @@ def test_one_log_per_shell(shell: InteractiveShell) -> None:
 # -- through a real kernel, clicked like JupyterLab ------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def api() -> Iterator[StandInAPI]:
-    with StandInAPI() as server:
-        yield server
-
-
 @pytest.fixture
 def lab(api: StandInAPI) -> Iterator[LabKernel]:
     api.reset()
