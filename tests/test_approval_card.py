@@ -35,7 +35,11 @@ def request(code: str) -> ApprovalRequest:
 
 
 def text_of(card: ApprovalCard) -> str:
-    parts = [c.value for c in card.widget.children if isinstance(c, widgets.HTML)]
+    parts = [
+        c.value
+        for c in card.widget.children
+        if isinstance(c, widgets.HTML) and c.layout.display != "none"
+    ]
     return html.unescape(re.sub(r"<[^>]+>", "", "\n".join(parts)))
 
 
@@ -62,7 +66,9 @@ def test_the_editor_replaces_the_code_and_its_class_follows_the_edit() -> None:
     assert card.wait() == AlwaysAllow({"code": "del victim"}, "session")
     shown = text_of(card)
     assert "your edit, which is what runs:" in shown and "del victim" in shown
-    assert "total = 1" not in shown
+    runs, changed = shown.split("what you changed:")
+    assert "total = 1" not in runs  # the original is shown only as what the edit removed
+    assert "-total = 1" in changed and "+del victim" in changed
     assert card.editor.layout.display == "none"
     assert "(run_code 'read', 'write', 'compute', 'unknown' and 'destructive' steps always" in shown
 

@@ -121,6 +121,24 @@ def test_approve_runs_the_code_the_card_shows_with_its_class_and_reasons(
     assert saved_record(lab, cell)["tool_calls"][0]["input"]["code"] == code  # byte for byte
 
 
+def test_a_decided_card_folds_to_one_line_that_gains_the_steps_duration(
+    lab: LabKernel, api: StandInAPI
+) -> None:
+    api.set_script(steps("import time\ntime.sleep(0.3)\nslept = True", "oops = 1 / 0"))
+    cell = lab.execute("%%agent\nSleep, then divide.", cell_id="fold")
+    first = lab.wait_for_button("Approve", parent=cell)
+    lab.click(first)
+    lab.click(lab.wait_for_button("Approve", parent=cell, exclude={first}))
+    assert lab.complete(cell, 60)["content"]["status"] == "ok"
+    states = lab.widget_states(parent=cell, model_name="HTMLModel")
+    folded = [str(s["value"]) for s in states if "qloop-card-folded" in str(s.get("value"))]
+    lines = [html.unescape(re.sub(r"<[^>]+>", "", f.split("</summary>")[0])) for f in folded]
+    assert len(lines) == 2, lines
+    assert re.fullmatch(r"✔ approved · run_code · import time · 0\.[3-9] s|✔ approved · run_code · "
+                        r"import time · [1-9]\.\d s", lines[0]), lines[0]  # fmt: skip
+    assert re.fullmatch(r"✔ approved · run_code · oops = 1 / 0 · failed after \d+\.\d s", lines[1])
+
+
 def test_edit_then_always_allow_runs_the_edit_and_later_write_steps_without_a_card(
     lab: LabKernel, api: StandInAPI
 ) -> None:

@@ -38,12 +38,18 @@ def code_request(code: str = "v = 1", **other: Any) -> ApprovalRequest:
 
 def text_of(card: ApprovalCard) -> str:
     """What the card's HTML parts show, without tags."""
-    parts = [c.value for c in card.widget.children if isinstance(c, widgets.HTML)]
+    parts = [
+        c.value
+        for c in card.widget.children
+        if isinstance(c, widgets.HTML) and c.layout.display != "none"
+    ]
     return html.unescape(re.sub(r"<[^>]+>", "", "\n".join(parts)))
 
 
 def status(card: ApprovalCard) -> str:
-    return html.unescape(re.sub(r"<[^>]+>", "", card.status.value))
+    """The decision on the card's folded line."""
+    found = re.search(r"<span class='qloop-card-decision'>(.*?)</span>", card.status.value)
+    return html.unescape(found.group(1)) if found else ""
 
 
 def assert_closed(card: ApprovalCard) -> None:
@@ -294,3 +300,56 @@ def test_the_approver_can_leave_out_always_allow(
     assert decision == Approve()
     with pytest.raises(LookupError):
         find_button(displayed_card(captured), "Always allow")
+
+
+# -- after the decision, the card folds to one line ----------------------------------------------
+
+
+def test_a_decided_card_folds_to_its_decision_tool_and_first_line_of_code() -> None:
+    card = ApprovalCard(code_request("\n\ndf = df.dropna()\nlen(df)"))
+    card.approve.click()
+    card.wait()
+    for part in (card.header, card.body, card.editor, card.row):
+        assert part.layout.display == "none"
+    assert "qloop-card-done" in card.widget._dom_classes
+    folded = card.status.value
+    assert folded.startswith("<details class='qloop-card-folded'><summary>")
+    line = html.unescape(re.sub(r"<[^>]+>", "", folded.split("</summary>")[0]))
+    assert line == "✔ approved · run_code · df = df.dropna()"
+    details = folded.split("</summary>")[1]
+    assert "len" in details and "qloop-code" in details  # the whole card, a click away
+    card.finished(0.42, failed=False)
+    line = html.unescape(re.sub(r"<[^>]+>", "", card.status.value.split("</summary>")[0]))
+    assert line == "✔ approved · run_code · df = df.dropna() · 0.4 s"
+    card.finished(75, failed=True)
+    line = html.unescape(re.sub(r"<[^>]+>", "", card.status.value.split("</summary>")[0]))
+    assert line.endswith(" · df = df.dropna() · failed after 1 min 15 s")
+
+
+def test_a_long_first_line_is_cut_on_the_folded_line() -> None:
+    card = ApprovalCard(code_request("x = " + "1 + " * 40 + "1"))
+    card.deny.click()
+    card.wait()
+    first = re.search(r"<code class='qloop-card-first-line'>(.*?)</code>", card.status.value)
+    assert first is not None and len(first.group(1)) == approval.FOLDED_CODE_CHARS
+    assert first.group(1).endswith("…") and status(card) == "✘ denied"
+
+
+def test_an_edited_card_shows_what_the_edit_changed() -> None:
+    card = ApprovalCard(code_request("a = 1\nb = 2\nc = 3"))
+    card.edit.click()
+    card.editor.value = "a = 10\nb = 20\nc = 3"
+    card.approve.click()
+    card.wait()
+    assert "a = 10" in card.status.value.split("</summary>")[0]  # the folded line: the edit
+    changed = html.unescape(card.status.value.split("what you changed:")[1])
+    assert "<span class='qloop-diff-del'>-a = 1</span>" in changed
+    assert "<span class='qloop-diff-del'>-b = 2</span>" in changed
+    assert "<span class='qloop-diff-add'>+b = 20</span>" in changed
+
+
+def test_stop_goes_away_when_the_turn_ends() -> None:
+    stop = approval.StopButton(lambda: None)
+    assert stop.button.layout.display != "none"
+    stop.finish("✔ completed")
+    assert stop.button.layout.display == "none" and "completed" in stop.label.value

@@ -12,6 +12,7 @@ subshells), so the decision is handed over through a lock and the pump is woken.
 
 from __future__ import annotations
 
+import difflib
 import html
 import json
 import re
@@ -45,6 +46,7 @@ MUTED = "color:var(--jp-ui-font-color2)"
 DEFAULT_SCOPES: tuple[Scope, ...] = ("cell", "session")
 SETTLE_S = 0.5  # after a click, wait until nothing was typed for this long (one round trip)
 SETTLE_MAX_S = 2.0
+FOLDED_CODE_CHARS = 60  # of the first line of code on a folded card
 
 
 def _visible(highlighted: str) -> str:
@@ -126,8 +128,12 @@ class ApprovalCard:
         self._editing = False
         self.editor = _code_editor(original or "")
         self.editor.observe(self._on_edit, names="value")
-        self.reason = widgets.Text(placeholder="reason (optional, sent to the model)",
-                                   layout=widgets.Layout(width="18em"))  # fmt: skip
+        self.reason = widgets.Text(
+            placeholder="reason (optional, sent to the model)",
+            layout=widgets.Layout(
+                width="auto", flex="1 1 16em", min_width="10em", max_width="100%"
+            ),
+        )
         self.reason.observe(lambda _: self._typed(), names="value")
         self.approve = _button("Approve", style="success", icon="check")
         self.deny = _button("Deny", style="danger", icon="times")
@@ -139,9 +145,12 @@ class ApprovalCard:
         self.buttons = self._buttons(allow_always, original is not None)
         self.header = widgets.HTML(self._header())
         self.body = widgets.HTML(self._body())
+        self._folded: tuple[str, str | None] | None = None  # the decision and the code that runs
+        self._ran = ""  # how long the step ran, once it has
+        self.row = widgets.HBox(self.buttons, layout=widgets.Layout(flex_flow="row wrap"))
+        self.row.add_class("qloop-card-buttons")
         self.widget = widgets.VBox(
-            [self.header, self.body, self.editor,
-             widgets.HBox(self.buttons, layout=widgets.Layout(flex_flow="row wrap")), self.status],
+            [self.header, self.body, self.editor, self.row, self.status],
             layout=widgets.Layout(border="1px solid var(--jp-border-color1)", padding="6px",
                                   margin="4px 0"),
         )  # fmt: skip
@@ -295,26 +304,77 @@ class ApprovalCard:
         self.widget.children = (*self.widget.children, widget)
 
     def close(self, text: str) -> None:
-        """Disable the card and show the decision, and the code that runs when it was edited."""
-        items: list[widgets.Widget] = [*self.buttons, self.editor]
-        for item in items:
+        """Disable the card and fold it to one line: the decision, the tool and the first line of
+        what runs (the duration joins it when the step ends); the whole card stays a click away."""
+        for item in [*self.buttons, self.editor]:
             item.disabled = True
         decision = self._decision
         edited = getattr(decision, "input", None)
         field = self.request.editable_field
+        shown = self._original
         if field is not None and isinstance(edited, dict) and isinstance(edited.get(field), str):
-            self.editor.layout.display = "none"
-            label = f"<div style='{MUTED}'>your edit, which is what runs:</div>"
+            shown = edited[field]
             self.body.value = (
-                label
-                + highlight(edited[field])
+                f"<div style='{MUTED}'>your edit, which is what runs:</div>"
+                + highlight(shown)
                 + assessment_html(self._edit_assessment, of_edit=True)
+                + changes_html(self._original or "", shown)
             )
-        elif self._editing and not isinstance(decision, Deny | None):
-            self.editor.layout.display = "none"
+        elif self._editing:
             self._editing = False
             self._refresh()
-        self.status.value = f"<span class='qloop-card-decision'>{html.escape(text)}</span>"
+        self._folded = (text, shown)
+        for part in (self.header, self.body, self.editor, self.row):
+            part.layout.display = "none"
+        self.widget.add_class("qloop-card-done")
+        self._show_folded()
+
+    def finished(self, duration_s: float, failed: bool) -> None:
+        """The step ran: its duration, and whether it failed, join the folded line."""
+        self._ran = f"failed after {_duration(duration_s)}" if failed else _duration(duration_s)
+        self._show_folded()
+
+    def _show_folded(self) -> None:
+        if self._folded is None:
+            return
+        text, code = self._folded
+        parts = [html.escape(self.request.title)]
+        first = next((line.strip() for line in (code or "").splitlines() if line.strip()), "")
+        if first:
+            cut = first if len(first) <= FOLDED_CODE_CHARS else first[: FOLDED_CODE_CHARS - 1] + "…"
+            parts.append(f"<code class='qloop-card-first-line'>{_visible(html.escape(cut))}</code>")
+        if self._ran:
+            parts.append(f"<span class='qloop-card-duration'>{html.escape(self._ran)}</span>")
+        what = " · ".join(parts)
+        self.status.value = (
+            "<details class='qloop-card-folded'><summary>"
+            f"<span class='qloop-card-decision'>{html.escape(text)}</span>"
+            f"<span class='qloop-card-what' style='{MUTED}'> · {what}</span></summary>"
+            f"<div class='qloop-card-details'>{self.body.value}</div></details>"
+        )
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest:02d} s" if minutes else f"{rest} s"
+
+
+def changes_html(original: str, edited: str) -> str:
+    """What the user's edit changed, as diff lines (removed, then added), each marked by class."""
+    lines = []
+    for line in difflib.unified_diff(original.splitlines(), edited.splitlines(), lineterm="", n=1):
+        if line.startswith(("---", "+++")):
+            continue
+        kind = {"+": "add", "-": "del", "@": "hunk"}.get(line[:1], "same")
+        lines.append(f"<span class='qloop-diff-{kind}'>{_visible(html.escape(line))}</span>")
+    if not lines:
+        return ""
+    return (
+        f"<div class='qloop-card-changes'><span style='{MUTED}'>what you changed:</span>"
+        f"<pre class='qloop-diff'>{chr(10).join(lines)}</pre></div>"
+    )
 
 
 def _steps_html(steps: list[Any], assessments: object) -> str:
@@ -508,5 +568,7 @@ class StopButton:
         self.label.value = f"<span class='qloop-live-status-text'>{html.escape(text)}</span>"
 
     def finish(self, text: str) -> None:
+        """The turn ended: the status says how, and Stop goes away."""
         self.set_text(text)
         self.button.disabled = True
+        self.button.layout.display = "none"

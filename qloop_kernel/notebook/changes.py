@@ -130,6 +130,9 @@ class StepOutcomes(TurnObserver):
 
     def on_tool_end(self, outcome: ToolOutcome) -> None:
         self.inner.on_tool_end(outcome)
+        card = self.cards.get(outcome.call.id)
+        if card is not None and outcome.decision != "denied":
+            card.finished(outcome.duration_s, outcome.is_error)
         if outcome.call.name != "run_code":
             return
         step = self.views.log.claim(outcome.call.id)

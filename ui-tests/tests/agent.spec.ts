@@ -201,10 +201,9 @@ test.describe('agent cell approval', () => {
       await expect(card.locator('.qloop-card-decision')).toHaveText(
         'interrupted — not run'
       );
-      for (const name of ['Approve', 'Deny', 'Always allow', 'Edit']) {
-        await expect(button(card, name)).toBeDisabled();
-      }
-      await expect(card.getByRole('textbox')).toBeDisabled();
+      // The card folds to its decision: no button is left to click.
+      await expect(card.locator('.qloop-card-buttons')).toBeHidden();
+      await expect(card.locator('.qloop-card-folded > summary')).toBeVisible();
       // Run All stops: the queued cell was aborted, not run.
       expect(await executionCount(page, AFTER)).toBeNull();
       expect(await outputText(page, AFTER)).toBe('');

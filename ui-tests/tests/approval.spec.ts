@@ -94,11 +94,27 @@ test.describe('the approval card is the contract', () => {
     await expect(card.locator('.qloop-card-decision')).toHaveText(
       "✔ approved with your edits (run_code 'read' and 'write' steps always allowed for this session)"
     );
-    await expect(card).toContainText(
+    // Folded to one line: the decision, the tool, the first line of what ran.
+    const folded = card.locator('.qloop-card-folded');
+    await expect(folded.locator('summary')).toHaveText(
+      /^✔ approved with your edits .* · run_code · title = "EDITED" · \d+\.\d s$/
+    );
+    await expect(card.locator('.qloop-card-buttons')).toBeHidden();
+    await expect(card.locator('textarea')).toBeHidden();
+    const details = folded.locator('.qloop-card-details');
+    await expect(details).toBeHidden();
+    await folded.locator('summary').click();
+    await expect(details).toBeVisible();
+    await expect(details).toContainText(
       /your edit, which is what runs:\s*title = "EDITED"/
     );
-    await expect(card).not.toContainText('MODEL');
-    await expect(card.locator('textarea')).toBeHidden();
+    // The model's version is shown only as the line the edit removed.
+    await expect(details.locator('.qloop-diff-del')).toHaveText(
+      '-title = "MODEL"'
+    );
+    await expect(details.locator('.qloop-diff-add')).toHaveText(
+      '+title = "EDITED"'
+    );
     await expect(await cell(page, AGENT)).toContainText(
       "runs without asking: granted: run_code 'read' and 'write' steps, this session"
     );
@@ -209,6 +225,67 @@ test.describe('the approval card is the contract', () => {
         "replaying without a card: every step is covered by a grant (run_code 'read' and 'write' steps, this notebook)"
       );
       expect(await standIn.requests()).toHaveLength(0);
+    });
+  });
+
+  test.describe('on a phone-sized page', () => {
+    test.use({ viewport: { width: 360, height: 800 } });
+
+    test('at 360 px every control shows whole, and the decided card is one line', async ({
+      page,
+      openNotebook,
+      runAll,
+      standIn
+    }) => {
+      const long =
+        'revenue_by_region = df.groupby("region")["revenue"].sum().sort_values()';
+      await standIn.reset(script(long));
+      await openNotebook('approval_edit.ipynb');
+
+      await page.sidebar.close('left');
+      await page.sidebar.close('right');
+      const card = await firstCard(page, runAll);
+      const box = await card.boundingBox();
+      expect(box).not.toBeNull();
+      const controls = card.locator('.qloop-card-buttons > *');
+      const count = await controls.count();
+      expect(count).toBeGreaterThanOrEqual(5);
+      for (let i = 0; i < count; i++) {
+        const control = controls.nth(i);
+        const own = await control.boundingBox();
+        expect(own).not.toBeNull();
+        // Inside the card (the row wraps instead of cutting)...
+        expect(own!.x).toBeGreaterThanOrEqual(box!.x - 1);
+        expect(own!.x + own!.width).toBeLessThanOrEqual(box!.x + box!.width + 1);
+        // ...and its label not cut off.
+        const cut = await control.evaluate(
+          node =>
+            Array.from(node.querySelectorAll('button, select, input')).some(
+              el => el.scrollWidth > el.clientWidth + 1
+            ) && node.tagName !== 'INPUT'
+        );
+        expect(cut).toBe(false);
+      }
+      const reason = card.locator('.qloop-card-buttons input[type="text"]');
+      expect((await reason.boundingBox())!.width).toBeGreaterThanOrEqual(120);
+      // Code keeps its lines (scrolls sideways), never wraps letter by letter.
+      const pre = card.locator('.qloop-code pre');
+      expect(
+        await pre.evaluate(node => getComputedStyle(node).whiteSpace)
+      ).toBe('pre');
+      expect((await pre.boundingBox())!.height).toBeLessThan(60);
+
+      await button(card, 'Approve').click();
+      // (The narrow status bar hides the kernel's status: wait for the answer.)
+      await expect(await cell(page, AGENT)).toContainText('Done.', {
+        timeout: 60000
+      });
+      const summary = card.locator('.qloop-card-folded > summary');
+      await expect(summary).toBeVisible();
+      await expect(summary).toContainText('✔ approved · run_code · revenue_by');
+      // One line: the summary is no taller than a line of its text.
+      expect((await summary.boundingBox())!.height).toBeLessThan(30);
+      expect((await card.boundingBox())!.height).toBeLessThan(40);
     });
   });
 });
