@@ -163,7 +163,9 @@ def test_edit_then_always_allow_runs_the_edit_and_later_write_steps_without_a_ca
     assert len(buttons(lab, cell, "Approve")) == 2  # no card for the step the grant covered
     card = shown(lab, cell)
     assert "your edit, which is what runs:" in card and 'title = "EDITED"' in card
-    assert 'title = "MODEL"' not in card
+    # The model's version shows only as the removed line of what the edit changed.
+    assert "what you changed:" in card and '-title = "MODEL"' in card
+    assert 'title = "MODEL"' not in card.replace('-title = "MODEL"', "")
     assert (
         "✔ approved with your edits (run_code 'read' and 'write' steps always allowed for "
         "this session)" in card
