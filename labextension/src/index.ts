@@ -19,6 +19,7 @@ import { trackMarkers } from './marker';
 import { trackMirrors } from './mirror';
 import { eachContext, eachPanel } from './notebooks';
 import { restorePlugin } from './restore';
+import { trackSuperseded } from './supersede';
 /* eslint-enable jupyter/prefer-lazy-imports */
 
 /** Lets each notebook's kernel save records into that notebook's cell metadata. */
@@ -61,7 +62,8 @@ const mirrorSync: JupyterFrontEndPlugin<void> = {
 /** Marks cells whose metadata holds a saved turn, with a status badge. */
 const agentCellMarker: JupyterFrontEndPlugin<void> = {
   id: 'qloop-kernel:agent-cell-marker',
-  description: 'Marks qloop agent cells with the status of their saved turn.',
+  description:
+    'Marks qloop agent cells with the status of their saved turn, and shows one rendering of it.',
   autoStart: true,
   requires: [INotebookTracker],
   optional: [ITranslator],
@@ -71,7 +73,10 @@ const agentCellMarker: JupyterFrontEndPlugin<void> = {
     translator: ITranslator | null
   ) => {
     const trans = (translator ?? nullTranslator).load(TRANSLATION_DOMAIN);
-    eachPanel(tracker, panel => trackMarkers(panel.content, trans));
+    eachPanel(tracker, panel => {
+      trackMarkers(panel.content, trans);
+      trackSuperseded(panel.content);
+    });
   }
 };
 

@@ -30,6 +30,7 @@ import {
   readRecord
 } from './record';
 import { visibleText } from './sanitize';
+import { liveOutputToggle } from './supersede';
 
 /** Class of the renderer's root node. */
 export const TRANSCRIPT_CLASS = 'qloop-transcript';
@@ -348,6 +349,12 @@ export class TranscriptRenderer
         ? { ...result.record, received: true }
         : result.record;
       staticParts(record, this._trans).forEach(part => host.appendChild(part));
+      if (host === view) {
+        // The only view of its turn: it can show the live output it hides.
+        view
+          .querySelector('.qloop-transcript-header')
+          ?.appendChild(liveOutputToggle(this._trans));
+      }
       await this._renderAnswer(record.answer, host, isCurrent);
       if (isCurrent()) {
         this._show(view, result.record.status);

@@ -249,6 +249,22 @@ test.describe('agent cell approval', () => {
       await expect(view.locator('pre.qloop-tool-input')).toHaveText('y = 42');
       await expect(view.locator('.qloop-decision')).toHaveText('approved');
       await expect(view.locator('.qloop-answer-body strong')).toHaveText('42');
+      // One rendering of the turn: the view hides the saved live output it repeats.
+      const area = (await cell(page, AGENT)).locator('.jp-OutputArea');
+      const children = area.locator(':scope > .jp-OutputArea-child');
+      const superseded = area.locator(':scope > .qloop-superseded');
+      expect(await children.count()).toBeGreaterThan(2);
+      await expect(superseded).toHaveCount((await children.count()) - 1);
+      await expect(area.locator(':scope > .jp-OutputArea-child:visible')).toHaveCount(1);
+      await expect(area).not.toContainText('Error displaying widget');
+      await expect(area.locator('.qloop-answer-body strong:visible')).toHaveCount(1);
+      const toggle = view.locator('.qloop-live-toggle');
+      await expect(toggle).toHaveText('show the live output of this turn');
+      await toggle.click();
+      await expect(toggle).toHaveAttribute('aria-pressed', 'true');
+      await expect(superseded.first()).toBeVisible();
+      await toggle.click();
+      await expect(superseded.first()).toBeHidden();
 
       // A fresh namespace: only the replay can bring y back.
       await page.menu.clickMenuItem('Kernel>Restart Kernel…');
@@ -267,6 +283,7 @@ test.describe('agent cell approval', () => {
 
       await expect.poll(() => outputText(page, AFTER)).toBe('43\n');
       await expect(await cell(page, AGENT)).toContainText('replay complete');
+      await expect(area).not.toHaveAttribute('data-qloop-superseded', /.*/); // live again
       expect(await standIn.requests()).toHaveLength(2);
       const replayed = (await saveAndRead(serverPath)).cells[AGENT];
       expect(replayed.metadata.qloop).toEqual(saved.metadata.qloop);
