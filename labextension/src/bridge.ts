@@ -20,6 +20,7 @@ import {
 } from './protocol';
 import { COMM_TARGET, isJSONObject } from './record';
 import { EXTENSION_VERSION } from './version';
+import { reattach, registerWaiting } from './waiting';
 
 const HELLO: JSONObject = {
   frontend: 'jupyterlab',
@@ -91,15 +92,33 @@ function openHandler(cells: ICellLookup) {
 
 function register(
   kernel: Kernel.IKernelConnection | null | undefined,
-  cells: ICellLookup
+  cells: NotebookCells,
+  ready: Promise<unknown>
 ): void {
   if (kernel && !kernel.isDisposed) {
     // The registry belongs to the connection and survives restarts; a second
     // registration on the same connection replaces the first.
     kernel.registerCommTarget(COMM_TARGET, openHandler(cells));
+    registerWaiting(kernel);
     trackLiveClient(kernel.clientId, {
       connect: slot => kernel.disposed.connect(slot)
     });
+    // A kernel that already ran cells for an earlier page (a reload): take
+    // over its comms, and show a card that waits for a click again.
+    ready
+      .then(() =>
+        reattach(
+          kernel,
+          id => cells.findCell(id),
+          COMM_TARGET,
+          comm => {
+            comm.onMsg = (message: KernelMessage.ICommMsgMsg) => {
+              reply(comm, message.content.data, cells);
+            };
+          }
+        )
+      )
+      .catch(reason => console.debug('qloop: no comms to take over', reason));
   }
 }
 
@@ -112,9 +131,9 @@ export function connectCommBridge(
   model: () => INotebookModel | null
 ): void {
   const cells = new NotebookCells(model, () => sessionContext.path);
-  register(sessionContext.session?.kernel, cells);
+  register(sessionContext.session?.kernel, cells, sessionContext.ready);
   sessionContext.kernelChanged.connect((_, change) =>
-    register(change.newValue, cells)
+    register(change.newValue, cells, sessionContext.ready)
   );
   // The session starts once the notebook's content is loaded.
   sessionContext.ready

@@ -13,6 +13,7 @@ import { TranslationBundle } from '@jupyterlab/translation';
 
 import { isLiveClient } from './live';
 import { ANSWER_MIME, TRANSCRIPT_MIME } from './record';
+import { WAITING_METADATA } from './waiting';
 
 /** Class of an output child hidden because the transcript view shows it. */
 export const SUPERSEDED_CLASS = 'qloop-superseded';
@@ -49,6 +50,9 @@ export function isStandaloneTranscript(output: IOutputLike): boolean {
 
 /** Whether an output is part of a turn's live rendering. */
 export function isTurnOutput(output: IOutputLike): boolean {
+  if (output.metadata[WAITING_METADATA] === true) {
+    return false; // a waiting card shown again after a reload: the running turn's
+  }
   if (output.type === 'stream') {
     return true;
   }

@@ -115,7 +115,7 @@ class KernelAgent:
         scopes: tuple[Scope, ...] = ("cell", "session")
         if self.notebook_grants.available:
             scopes += ("notebook",)
-        card = CardApprover(scopes=scopes) if cell.interactive else None
+        card = CardApprover(scopes=scopes, cell_id=cell.cell_id) if cell.interactive else None
         hint = HEADLESS_HINT if not cell.interactive else INTERACTIVE_HINT
         policy = ApprovalPolicy(name, cell.interactive, settings.ask_read, hint)
         approver = policy_approver(name, card)

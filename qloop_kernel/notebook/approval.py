@@ -27,6 +27,7 @@ from IPython.display import display
 from ..grants import SCOPE_TEXT, Grant, Scope
 from ..permissions import AlwaysAllow, ApprovalRequest, Approve, ApproveEdited, Decision, Deny
 from .pump import wait_until, wake
+from .waiting import announced
 
 if TYPE_CHECKING:
     from ..tools.risk import Assessment, Risk
@@ -457,10 +458,15 @@ class CardApprover:
     """
 
     def __init__(
-        self, *, allow_always: bool = True, scopes: Sequence[Scope] = DEFAULT_SCOPES
+        self,
+        *,
+        allow_always: bool = True,
+        scopes: Sequence[Scope] = DEFAULT_SCOPES,
+        cell_id: str | None = None,
     ) -> None:
         self.allow_always = allow_always
         self.scopes = tuple(scopes)
+        self.cell_id = cell_id  # where a reloaded page shows a waiting card again
         self.cards: dict[str, ApprovalCard] = {}  # by call id: a step's card shows its outcome
 
     def decide(self, request: ApprovalRequest) -> Decision:
@@ -471,7 +477,8 @@ class CardApprover:
         except KeyboardInterrupt:
             card.close("interrupted — not run")
             raise
-        return card.wait()
+        with announced(self.cell_id, card.widget):
+            return card.wait()
 
 
 def show_unasked(request: ApprovalRequest, why: str) -> None:

@@ -270,7 +270,7 @@ def _decide(
         return Approve()  # listed on the card of a cell before it in the same Run All
     request = plan.request()
     if cell.interactive and plan.received:
-        return _card(plan, host, ahead)
+        return _card(plan, host, ahead, cell.cell_id)
     if plan.received and os.environ.get(RECEIVED_OPT_IN) != "1":
         return Deny(
             "the saved record was received from elsewhere (not signed by your kernel); replay it "
@@ -286,7 +286,7 @@ def _decide(
         return policy.denial(request)
     if host is not None and _granted(plan, host.grants, cell.cell_id):
         return Approve()
-    return _card(plan, host, ahead)
+    return _card(plan, host, ahead, cell.cell_id)
 
 
 def _granted(plan: ReplayPlan, grants: Grants, cell_id: str | None) -> bool:
@@ -304,12 +304,12 @@ def _granted(plan: ReplayPlan, grants: Grants, cell_id: str | None) -> bool:
     return True
 
 
-def _card(plan: ReplayPlan, host: Any, ahead: set[str]) -> Decision:
+def _card(plan: ReplayPlan, host: Any, ahead: set[str], cell_id: str | None) -> Decision:
     """One card for this replay and the saved agent cells queued behind it (Run All)."""
     from .approval import CardApprover
 
     later = tuple(_queued_plans(host)) if host is not None else ()
-    decision = CardApprover(allow_always=False).decide(plan.request(later))
+    decision = CardApprover(allow_always=False, cell_id=cell_id).decide(plan.request(later))
     if not isinstance(decision, Deny):
         ahead.update(p.record.digest for p in later)
     return decision

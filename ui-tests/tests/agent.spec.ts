@@ -217,6 +217,39 @@ test.describe('agent cell approval', () => {
       await expect.poll(() => outputText(page, AFTER)).toBe('False 42\n');
     });
 
+    test('a page reloaded while the card waits shows it again; its Approve runs the step', async ({
+      page,
+      openNotebook,
+      reloadPage,
+      runAll,
+      standIn
+    }) => {
+      await standIn.reset(SET_Y);
+      const serverPath = await openNotebook(NOTEBOOK);
+      await runAllUntilCard(page, runAll, 'run_code');
+
+      // Unsaved: the reloaded page gets nothing of the card from the file.
+      await reloadPage(serverPath);
+      const card = (await approvalCard(page, AGENT)).filter({
+        hasText: 'run_code wants to run — approve?'
+      });
+      await expect(card).toBeVisible({ timeout: 30000 });
+      await expect(card.locator('.qloop-code')).toHaveText('y = 42');
+      const area = (await cell(page, AGENT)).locator('.jp-OutputArea');
+      await expect(area).not.toContainText('Error displaying widget');
+      await button(card, 'Approve').click();
+      await expect(card.locator('.qloop-card-decision')).toHaveText(/approved/);
+      // The record reaches this page's cell metadata through the kernel's comm.
+      await expect
+        .poll(() => markerOf(page, AGENT), { timeout: 30000 })
+        .toMatchObject({ status: 'completed' });
+      await waitForIdleKernel(page);
+      await page.notebook.setCell(AFTER, 'code', 'print(y + 1)');
+      await page.notebook.runCell(AFTER, { inplace: true });
+      await expect.poll(() => outputText(page, AFTER)).toBe('43\n');
+      await expectApprovedRun(standIn);
+    });
+
     test('a saved turn shows after a reload and replays after a restart without the model', async ({
       page,
       openNotebook,
@@ -255,9 +288,13 @@ test.describe('agent cell approval', () => {
       const superseded = area.locator(':scope > .qloop-superseded');
       expect(await children.count()).toBeGreaterThan(2);
       await expect(superseded).toHaveCount((await children.count()) - 1);
-      await expect(area.locator(':scope > .jp-OutputArea-child:visible')).toHaveCount(1);
+      await expect(
+        area.locator(':scope > .jp-OutputArea-child:visible')
+      ).toHaveCount(1);
       await expect(area).not.toContainText('Error displaying widget');
-      await expect(area.locator('.qloop-answer-body strong:visible')).toHaveCount(1);
+      await expect(
+        area.locator('.qloop-answer-body strong:visible')
+      ).toHaveCount(1);
       const toggle = view.locator('.qloop-live-toggle');
       await expect(toggle).toHaveText('show the live output of this turn');
       await toggle.click();
