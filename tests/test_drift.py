@@ -80,6 +80,15 @@ def test_output_differences_per_step() -> None:
          "images": [{"mime": "image/png", "bytes": 3, "sha256": "aa"}]}
     )  # fmt: skip
     assert output_differences(step, "stdout:\n1\n", ["aa"]) == []
+    # What the step changed is compared by the variable checks, not as output text; a record
+    # saved before results carried that section still matches.
+    changes = "\n\nnamespace changes:\nx: created (int)"
+    assert output_differences(step, "stdout:\n1" + changes, ["aa"]) == []
+    saved_with = step.model_copy(update={"output_summary": "stdout:\n1" + changes})
+    assert output_differences(saved_with, "stdout:\n1\n\nnamespace changes:\nx: int → str", ["aa"]) == []
+    assert output_differences(saved_with, "stdout:\n2" + changes, ["aa"]) == [
+        "its text output differs from the saved run"
+    ]
     assert output_differences(step, "stdout:\n2", ["bb"]) == [
         "its text output differs from the saved run",
         "its figure(s) differ from the saved run",

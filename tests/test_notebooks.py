@@ -181,3 +181,30 @@ def test_the_shipped_demo_replays_offline(monkeypatch) -> None:
         assert api.requests == []
     outputs = json.dumps([cell.get("outputs", []) for cell in nb.cells])
     assert "image/png" in outputs and "replay complete" in outputs
+
+
+def test_the_shipped_demo_replays_without_drift_where_nothing_changed(monkeypatch) -> None:
+    """With the libraries and the Python its turns ran with, the demo's replay matches its saved
+    outputs step by step: no false "differs" or "may be stale" (what a step changed is compared
+    by the variable checks, not as text)."""
+    from qloop_kernel.records.drift import library_version, python_version
+
+    demo = Path(__file__).parent.parent / "notebooks" / "demo.ipynb"
+    nb = nbformat.read(demo, as_version=4)
+    prints = [c.metadata["qloop"]["fingerprint"] for c in nb.cells if "qloop" in c.metadata]
+    assert prints
+    for fingerprint in prints:
+        for module, version in fingerprint["libraries"].items():
+            if library_version(module) != version:
+                pytest.skip(f"{module} {library_version(module)} here, {version} in the demo")
+        if fingerprint["python"] != python_version():
+            pytest.skip(f"Python {python_version()} here, {fingerprint['python']} in the demo")
+    with StandInAPI() as api:
+        env = api.environment()
+        env["ANTHROPIC_API_KEY"] = ""
+        env["QLOOP_REPLAY_RECEIVED"] = "1"
+        run(nb, env, monkeypatch)
+    outputs = json.dumps([cell.get("outputs", []) for cell in nb.cells])
+    assert "replay complete" in outputs
+    assert "differs from the saved run" not in outputs and "differ from the saved run" not in outputs
+    assert "may be stale" not in outputs and "changed since the turn ran" not in outputs

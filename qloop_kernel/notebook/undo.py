@@ -26,6 +26,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..records.drift import CHANGES_HEADING
 from ..tools.fingerprint import (
     Change,
     ValuePrint,
@@ -313,7 +314,7 @@ class StepChanges:
 
     def text(self) -> str:
         """The section of the tool result that tells the model what the step changed."""
-        return "namespace changes:\n" + "\n".join(self.lines())
+        return f"{CHANGES_HEADING}\n" + "\n".join(self.lines())
 
 
 def step_changes(

@@ -350,8 +350,17 @@ def changed_after(saved: Fingerprint | None, namespace: Mapping[str, Any]) -> li
     return found
 
 
+CHANGES_HEADING = "namespace changes:"
+"""Heading of the section a code step's result ends with (what it changed in the namespace)."""
+
+
 def _normalised(text: str) -> str:
-    return "\n".join(line.rstrip() for line in text.strip().splitlines())
+    """A step's own output: without the namespace-changes section, which the variable checks
+    compare (records saved before the section existed lack it), and trailing spaces."""
+    own, found, _ = text.rpartition(f"\n\n{CHANGES_HEADING}\n")
+    if not found:
+        own = text
+    return "\n".join(line.rstrip() for line in own.strip().splitlines())
 
 
 def output_differences(step: ToolCallRecord, text: str, image_hashes: list[str]) -> list[str]:
