@@ -18,3 +18,8 @@ def truncate(text: str, limit: int) -> str:
     tail = limit - head
     omitted = len(text) - head - tail
     return text[:head] + f"\n{marker(omitted)}\n" + (text[-tail:] if tail else "")
+
+
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """``count`` and the noun, singular for one: "1 model call", "2 model calls", "1,024 tokens"."""
+    return f"{count:,} {noun if count == 1 else plural or noun + 's'}"

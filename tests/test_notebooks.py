@@ -208,3 +208,23 @@ def test_the_shipped_demo_replays_without_drift_where_nothing_changed(monkeypatc
     assert "replay complete" in outputs
     assert "differs from the saved run" not in outputs and "differ from the saved run" not in outputs
     assert "may be stale" not in outputs and "changed since the turn ran" not in outputs
+
+
+def test_qloop_run_says_a_replay_called_no_model_and_numbers_cells_as_qloop_show(
+    saved: Path, monkeypatch, capsys
+) -> None:
+    out = saved.parent / "again.ipynb"
+    with StandInAPI() as api:
+        for name, value in api.environment().items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("QLOOP_APPROVAL", "auto")
+        assert qloop_main(["run", str(saved), "-o", str(out)]) == 0
+        assert api.requests == []
+    err = capsys.readouterr().err
+    [agent] = [line for line in err.splitlines() if "%%agent" in line]
+    assert "→ replayed 1 code step, no model call now (the original turn: completed, " in agent
+    assert "2 model call" in agent and "$" in agent
+    run_number = agent.split("/")[0].lstrip("[")
+    assert qloop_main(["show", str(out)]) == 0
+    [row] = [line for line in capsys.readouterr().out.splitlines() if "Double x into y." in line]
+    assert row.split()[0] == run_number  # the same cell, the same number

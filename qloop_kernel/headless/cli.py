@@ -64,21 +64,23 @@ def _show(args: argparse.Namespace) -> int:
     from .runner import mirrored_record
 
     nb = nbformat.read(args.notebook, as_version=4)
+    # Cells numbered from 1, as `qloop run` and JupyterLab number them.
     rows = [("cell", "prompt", "status", "steps", "tokens", "cost")]
     for index, cell in enumerate(nb.cells):
         saved = cell.metadata.get(METADATA_KEY) or mirrored_record(cell)
         if saved is None:
             continue
+        number = str(index + 1)
         try:
             rec = load_record(saved)
         except RecordError as exc:
-            rows.append((str(index), "", "invalid", "", "", redact_text(str(exc))[:60]))
+            rows.append((number, "", "invalid", "", "", redact_text(str(exc))[:60]))
             continue
         tokens = sum(rec.usage.model_dump().values())
         cost = "" if rec.cost_usd is None else f"${rec.cost_usd:.4f}"
         prompt = redact_text(rec.prompt).replace("\n", " ")  # before the cut: no piece shows
         rows.append(
-            (str(index), prompt[:48], rec.status, str(len(rec.replay_steps())), f"{tokens:,}", cost)
+            (number, prompt[:48], rec.status, str(len(rec.replay_steps())), f"{tokens:,}", cost)
         )
     if len(rows) == 1:
         _say("no agent cells with saved records")

@@ -20,6 +20,7 @@ from nbclient.util import run_sync
 from ..records import METADATA_KEY, MIME_TYPE, RecordError, load_record
 from ..records.text import usage_line
 from ..redact import redact_text
+from ..text import counted
 
 
 def mirrored_record(cell: Any) -> dict[str, Any] | None:
@@ -41,6 +42,7 @@ class SendsCellMetadata:
     kc: Any
     progress: TextIO | None = None
     _metadata: dict[str, Any]
+    _saved_digest: str | None = None
 
     def send_cell_metadata(self) -> None:
         self._metadata = {}
@@ -73,11 +75,16 @@ class SendsCellMetadata:
 
     def _before_cell(self, cell: Any, cell_index: int) -> None:
         self._metadata = {**dict(cell.metadata), "cellId": cell.get("id"), "qloopHeadless": True}
+        saved = cell.metadata.get(METADATA_KEY)
+        self._saved_digest = saved.get("digest") if isinstance(saved, dict) else None
 
     def _after_cell(self, cell: Any, cell_index: int, execute_reply: Any) -> None:
         keep_record(cell)
         if self.progress is not None:
-            self.progress.write(_progress_line(cell, cell_index, len(self.nb.cells), execute_reply))
+            line = _progress_line(
+                cell, cell_index, len(self.nb.cells), execute_reply, self._saved_digest
+            )
+            self.progress.write(line)
             self.progress.flush()
 
 
@@ -111,7 +118,12 @@ def keep_record(cell: Any) -> None:
         cell.metadata[METADATA_KEY] = kept
 
 
-def _progress_line(cell: Any, index: int, total: int, reply: Any) -> str:
+def _progress_line(
+    cell: Any, index: int, total: int, reply: Any, saved_digest: str | None = None
+) -> str:
+    """One line per cell: its number (from 1, as `qloop show` numbers it), status and first line;
+    for an agent cell what its record says — a replay says that no model was called now and
+    what the original turn cost."""
     status = (reply or {}).get("content", {}).get("status", "?")
     lines = cell.source.strip().splitlines() or [""]
     agent = lines[0].startswith("%%agent") and len(lines) > 1
@@ -122,8 +134,14 @@ def _progress_line(cell: Any, index: int, total: int, reply: Any) -> str:
     if saved is not None and cell.source.lstrip().startswith("%%agent"):
         try:
             record = load_record(saved)
-            line += f"  → agent {record.status}, {len(record.replay_steps())} step(s), "
-            line += usage_line(record)
+            steps = counted(len(record.replay_steps()), "code step")
+            original = f"the original turn: {record.status}, {usage_line(record)}"
+            if saved_digest is not None and record.digest == saved_digest and status == "ok":
+                line += f"  → replayed {steps}, no model call now ({original})"
+            elif saved_digest is not None and record.digest == saved_digest:
+                line += f"  → not replayed, the saved record is kept ({original})"
+            else:
+                line += f"  → agent {record.status}, {steps}, {usage_line(record)}"
         except RecordError as exc:
             line += f"  → {exc}"
     return redact_text(line) + "\n"
