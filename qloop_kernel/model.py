@@ -8,9 +8,11 @@ sent them, every field included, so they can be sent again unchanged (thinking b
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -77,8 +79,6 @@ KEY_HINT = (
 PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY")
 
 
-
-
 @dataclass(frozen=True)
 class RetryPolicy:
     max_attempts: int = 4
@@ -92,6 +92,70 @@ class _Transient(Exception):
         super().__init__(reason)
         self.reason = reason
         self.retry_after = retry_after
+
+
+class _ClientPool:
+    """SDK clients kept for the process, one per platform and what the client reads when built.
+
+    Building one costs about 20 ms of CPU (the TLS context loads the CA certificates) and its open
+    connections are what a next turn can reuse. The key is what makes two clients differ: the
+    platform, the explicit key and URL, and the environment the SDK and httpx read at construction
+    (``ANTHROPIC_*``: key, token, base URL, headers; proxies; CA files), hashed so no secret is kept
+    in it. Timeouts are per request (``RetryPolicy``), not the client's. Platforms whose clients
+    read other credentials (Bedrock, Vertex, Foundry) and clients given options get their own client.
+    """
+
+    SHARED = ("anthropic", "compatible")
+    SIZE = 4  # the least recently used client is dropped (the SDK closes it once unused)
+
+    def __init__(self) -> None:
+        self._clients: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def get(
+        self,
+        provider: ProviderName,
+        *,
+        strict: bool,
+        api_key: str | None,
+        base_url: str | None,
+        options: Mapping[str, Any] | None,
+    ) -> Any:
+        import anthropic
+
+        def build() -> Any:
+            return build_client(anthropic, provider, strict=strict, api_key=api_key,
+                                base_url=base_url, options=options)  # fmt: skip
+
+        if provider not in self.SHARED or options:
+            return build()
+        key = _client_key(provider, strict, api_key, base_url)
+        with self._lock:
+            client = self._clients.pop(key, None)
+            if client is None or client.is_closed():
+                client = build()
+            self._clients[key] = client  # the newest last
+            while len(self._clients) > self.SIZE:
+                self._clients.pop(next(iter(self._clients)))
+            return client
+
+    def discard(self, client: Any) -> None:
+        """Forget ``client`` (it is being closed)."""
+        with self._lock:
+            self._clients = {k: c for k, c in self._clients.items() if c is not client}
+
+
+def _client_key(provider: str, strict: bool, api_key: str | None, base_url: str | None) -> str:
+    read = sorted(
+        (name, value) for name, value in os.environ.items()
+        if name.startswith("ANTHROPIC_") or name.lower().endswith("_proxy")
+        or name in ("SSL_CERT_FILE", "SSL_CERT_DIR")
+    )  # fmt: skip
+    parts = json.dumps([provider, strict, api_key, base_url, read])
+    return hashlib.sha256(parts.encode()).hexdigest()
+
+
+_clients = _ClientPool()
 
 
 class AnthropicModel:
@@ -123,10 +187,10 @@ class AnthropicModel:
         self.retry = retry or RetryPolicy()
         self.clock = clock
         # api_key / base_url None: each client reads its platform's own environment variables
-        self._client = build_client(
-            anthropic, provider, strict=strict, api_key=api_key, base_url=base_url,
-            options=client_options,
-        )  # fmt: skip
+        self._client_args: dict[str, Any] = {
+            "strict": strict, "api_key": api_key, "base_url": base_url, "options": client_options
+        }  # fmt: skip
+        self._client = _clients.get(provider, **self._client_args)
         self._probed = capabilities is not None or provider != "compatible"
         self.capabilities = capabilities or PLATFORM_CAPABILITIES[provider]
 
@@ -145,7 +209,9 @@ class AnthropicModel:
         return [f"{self._client.base_url} does not support {', '.join(off)}: switched off"]
 
     def close(self) -> None:
-        """Close the SDK client's connections (idempotent)."""
+        """Close the SDK client's connections (idempotent). The client may be shared: a model
+        still holding it takes a new one on its next request, as a later model does."""
+        _clients.discard(self._client)
         self._client.close()
 
     def __enter__(self) -> AnthropicModel:
@@ -168,6 +234,8 @@ class AnthropicModel:
         params = adapt_params(
             build_params(model_id(self.provider, self.model), request), self.capabilities
         )
+        if self._client.is_closed():  # closed by another model sharing it
+            self._client = _clients.get(self.provider, **self._client_args)
         attempt = 0
         while True:
             attempt += 1

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
 from qloop_kernel.errors import ModelError
 from qloop_kernel.loop import CancelToken
-from qloop_kernel.messages import ModelEvent, ModelRequest, TextDelta, ToolCallReady, UsageUpdate
+from qloop_kernel.messages import (
+    ModelEvent,
+    ModelRequest,
+    ModelResponse,
+    TextDelta,
+    ToolCallReady,
+    Usage,
+    UsageUpdate,
+)
+from qloop_kernel.notebook import pump, threaded
 from qloop_kernel.notebook.threaded import ThreadedModel
 from qloop_kernel.testing.script import text, tool_use
 from qloop_kernel.testing.scripted import ScriptedModel, respond
@@ -57,3 +67,45 @@ def test_the_workers_error_is_raised_on_the_callers_thread() -> None:
     # the worker is free again for the next call
     model.inner.script.append(respond(text("back")))  # type: ignore[attr-defined]
     assert model.complete(REQUEST, lambda e: None, CancelToken()).content[0]["text"] == "back"
+
+
+class Streaming:
+    """A model client that sends text deltas, with pauses where the script says."""
+
+    model = "claude-sonnet-4-6"
+
+    def __init__(self, script: list[str | float]) -> None:
+        self.script = script
+        self.sent: dict[str, float] = {}
+
+    def complete(self, request: ModelRequest, on_event, cancel: CancelToken) -> ModelResponse:
+        for item in self.script:
+            if isinstance(item, float):
+                time.sleep(item)
+            else:
+                self.sent[item] = time.monotonic()
+                on_event(TextDelta(item))
+        return ModelResponse(content=[], stop_reason="end_turn", usage=Usage(), model=self.model)
+
+
+def test_fast_events_wake_the_caller_rarely_and_all_arrive_in_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    wakes: list[float] = []
+    monkeypatch.setattr(threaded, "wake", lambda: (wakes.append(1), pump.wake()))
+    pieces = [f"piece {i} " for i in range(300)]
+    seen: list[ModelEvent] = []
+    ThreadedModel(Streaming(list(pieces))).complete(REQUEST, seen.append, CancelToken())
+    assert seen == [TextDelta(p) for p in pieces]
+    assert len(wakes) <= 3  # the end, and once per EVENT_WAKE_S at most; not once per event
+
+
+def test_a_slow_streams_events_are_shown_while_it_streams() -> None:
+    model = Streaming(["first", 0.6, "second", 0.6])
+    arrived: dict[str, float] = {}
+    ThreadedModel(model).complete(
+        REQUEST, lambda e: arrived.setdefault(e.text, time.monotonic()), CancelToken()
+    )  # type: ignore[union-attr]
+    # each delta reaches the caller soon after it was sent, not when the call ends
+    assert arrived["first"] - model.sent["first"] < 0.3
+    assert arrived["second"] - model.sent["second"] < 0.3

@@ -3,13 +3,15 @@
 The kernel's main thread renders output, shows approval cards and runs user code, so it must stay free:
 the HTTP stream is read on a worker, events cross over through a queue, and the main thread waits with the
 shell pump so widget clicks (the Stop button) keep working while the model streams. One wait covers a
-whole model call (events are handled as the wait re-checks), and the workers are kept between calls.
+whole model call (events are handled as the wait re-checks; streamed events wake it at most every
+50 ms, the call's end at once), and the workers are kept between calls.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +20,7 @@ from ..messages import ModelEvent, ModelRequest, ModelResponse
 from .pump import wait_until, wake
 
 _DONE = object()
+EVENT_WAKE_S = 0.05  # streamed events wake the waiting thread at most this often
 
 
 class _Workers:
@@ -81,10 +84,24 @@ class ThreadedModel:
         return response
 
 
-def _forward(events: queue.SimpleQueue[Any]) -> Callable[[ModelEvent], None]:
+def _forward(
+    events: queue.SimpleQueue[Any], clock: Callable[[], float] = time.monotonic
+) -> Callable[[ModelEvent], None]:
+    """Queue an event; wake the waiting thread at most every ``EVENT_WAKE_S`` (the end always).
+
+    A woken main thread takes the GIL from the worker while it is still reading the stream: one
+    wake per event cost more CPU than the events' display. Events queued between wakes are handed
+    over by the next one, or by the wait's own check (``POLL_INTERVAL``), whichever comes first.
+    """
+    woken = clock()  # the call just started: its first events ride on the next check
+
     def put(event: ModelEvent) -> None:
+        nonlocal woken
         events.put(event)
-        wake()
+        now = clock()
+        if now - woken >= EVENT_WAKE_S:
+            woken = now
+            wake()
 
     return put
 
