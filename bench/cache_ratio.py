@@ -5,6 +5,10 @@ The stand-in accounts for cache breakpoints like the API does (each model's mini
 (about 500 tokens, like a column summary of a real frame); the request carries the four built-in
 tools too. Target: >= 85% of input tokens from cache,
 turn 2 on.
+
+Beside it, the most any placement could read: a request can only read a prefix it shares with an
+earlier request, and only if that prefix reaches the model's minimum (the cache is written nowhere
+else), so each request's ceiling is its longest such shared prefix, whatever the breakpoints.
 Run: ``python bench/cache_ratio.py``.
 """
 
@@ -13,6 +17,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -21,15 +26,40 @@ from qloop_kernel.conversation import SYSTEM_PROMPT  # noqa: E402
 from qloop_kernel.loop import Limits, QueryLoop  # noqa: E402
 from qloop_kernel.model import AnthropicModel  # noqa: E402
 from qloop_kernel.permissions import AutoApprover  # noqa: E402
-from qloop_kernel.testing import Reply, StandInAPI, text, tool_use  # noqa: E402
+from qloop_kernel.testing import DOCUMENTED_MODELS, Reply, StandInAPI, text, tool_use  # noqa: E402
+from qloop_kernel.testing.tokens import prompt_segments  # noqa: E402
 from qloop_kernel.tools.runtime import Tool, ToolRuntime  # noqa: E402
 
 TURNS = 10
+MODEL = "claude-sonnet-4-6"
 
 
 def describe_column(name: str) -> str:
     """Summary statistics of a column."""
     return f"{name}: count 1000, mean 12.5, std 3.1, min 1.0, max 30.0, nulls 0 " * 30
+
+
+def all_input(usage: dict[str, Any]) -> int:
+    return int(usage["input_tokens"] + usage["cache_read_input_tokens"]
+               + usage["cache_creation_input_tokens"])  # fmt: skip
+
+
+def readable(bodies: list[dict[str, Any]], minimum: int) -> list[int]:
+    """Per request, the tokens of its longest prefix shared with an earlier request that reaches
+    ``minimum``: the most a cache read can be, wherever the breakpoints are."""
+    chains = [[(s.digest, s.tokens) for s in prompt_segments(body)] for body in bodies]
+    ceilings = []
+    for n, chain in enumerate(chains):
+        best = 0
+        for earlier in chains[:n]:
+            shared = 0
+            for (digest, tokens), (other, _) in zip(chain, earlier, strict=False):
+                if digest != other:
+                    break
+                shared += tokens
+            best = max(best, shared if shared >= minimum else 0)
+        ceilings.append(best)
+    return ceilings
 
 
 def main() -> int:
@@ -43,21 +73,27 @@ def main() -> int:
         prompt = [
             {"role": "user", "content": [{"type": "text", "text": "Check every column of df."}]}
         ]
-        loop = QueryLoop(AnthropicModel("claude-sonnet-4-6"), runtime, system=SYSTEM_PROMPT,
+        loop = QueryLoop(AnthropicModel(MODEL), runtime, system=SYSTEM_PROMPT,
                          limits=Limits(max_turns=TURNS))  # fmt: skip
         result = loop.run(prompt)
         usages = [r.usage for r in api.requests]
+        bodies = [r.body for r in api.requests]
     assert result.status == "completed", result.stop
-    print(f"{'turn':>4}{'input':>8}{'cache read':>12}{'cache write':>13}{'read share':>12}")
-    for turn, u in enumerate(usages, 1):
-        total = u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"]
-        share = u["cache_read_input_tokens"] / total
+    minimum = next(m.cache_minimum for m in DOCUMENTED_MODELS if m.id == MODEL)
+    ceilings = readable(bodies, minimum)
+    print(f"{'turn':>4}{'input':>8}{'cache read':>12}{'cache write':>13}{'read share':>12}"
+          f"{'readable':>10}")  # fmt: skip
+    for turn, (u, ceiling) in enumerate(zip(usages, ceilings, strict=True), 1):
+        share = u["cache_read_input_tokens"] / all_input(u)
         print(f"{turn:>4}{u['input_tokens']:>8}{u['cache_read_input_tokens']:>12}"
-              f"{u['cache_creation_input_tokens']:>13}{share:>12.1%}")  # fmt: skip
+              f"{u['cache_creation_input_tokens']:>13}{share:>12.1%}{ceiling:>10}")  # fmt: skip
     later = usages[1:]
     read = sum(u["cache_read_input_tokens"] for u in later)
-    total = sum(u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"]
-                for u in later)  # fmt: skip
+    total = sum(map(all_input, later))
+    ceiling = sum(ceilings[1:]) / total
+    print(f"the most any breakpoints could read, turns 2-{TURNS}: {ceiling:.1%} (request 1, "
+          f"{all_input(usages[0]):,} tokens, is below the {minimum:,}-token minimum: nothing "
+          f"of it is cached, so request 2 reads nothing)")  # fmt: skip
     print(f"cache-read share of input tokens, turns 2-{TURNS}: {read / total:.1%} (target >= 85%)")
     return 0 if read / total >= 0.85 else 1
 

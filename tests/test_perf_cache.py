@@ -11,6 +11,7 @@ from qloop_kernel.messages import ModelRequest
 from qloop_kernel.model import AnthropicModel, build_params, cache_minimum
 from qloop_kernel.permissions import AutoApprover
 from qloop_kernel.testing import Reply, StandInAPI, text, tool_use
+from qloop_kernel.testing.tokens import prompt_segments
 from qloop_kernel.tools.runtime import Tool, ToolRuntime
 
 USER = [{"role": "user", "content": [{"type": "text", "text": "Check every column."}]}]
@@ -84,3 +85,45 @@ def test_parallel_tool_calls_still_read_the_previous_prefix(api: StandInAPI) -> 
     previous = api.requests[1].usage
     written_before = previous["cache_read_input_tokens"] + previous["cache_creation_input_tokens"]
     assert usage["cache_read_input_tokens"] >= written_before  # the whole previous prompt was read
+
+
+def summarize(name: str) -> str:
+    """Summarize a column (about 500 tokens, as a real column summary)."""
+    return describe(name) * 3
+
+
+def shared_prefix_ceiling(bodies: list[dict], minimum: int) -> list[int]:
+    """Per request, its longest prefix shared with an earlier one that reaches ``minimum``."""
+    chains = [[(s.digest, s.tokens) for s in prompt_segments(body)] for body in bodies]
+    ceilings = []
+    for n, chain in enumerate(chains):
+        best = 0
+        for earlier in chains[:n]:
+            shared = 0
+            for (digest, tokens), (other, _) in zip(chain, earlier, strict=False):
+                if digest != other:
+                    break
+                shared += tokens
+            best = max(best, shared if shared >= minimum else 0)
+        ceilings.append(best)
+    return ceilings
+
+
+@pytest.mark.parametrize("model", ["claude-sonnet-5-5", "claude-haiku-5-5"])
+def test_every_request_reads_all_that_any_breakpoints_could(api: StandInAPI, model: str) -> None:
+    """The first requests are below the minimum (nothing of them is ever cached); every later one
+    reads the whole prefix it shares with the one before: no placement could read more."""
+    runtime = ToolRuntime.of(
+        [Tool.from_function(summarize, requires_approval=False)], AutoApprover()
+    )
+    steps = [Reply([text(f"Column c{i}."), tool_use("summarize", {"name": f"c{i}"})])
+             for i in range(14)]  # fmt: skip
+    api.set_script([*steps, Reply([text("All clean.")])])
+    result = QueryLoop(AnthropicModel(model), runtime, system="Profile the frame.",
+                       limits=Limits(max_turns=20)).run(USER)  # fmt: skip
+    assert result.status == "completed" and result.model_calls == 15
+    minimum = cache_minimum(model)
+    ceilings = shared_prefix_ceiling([r.body for r in api.requests], minimum)
+    reads = [r.usage["cache_read_input_tokens"] for r in api.requests]
+    assert reads == ceilings
+    assert ceilings[:2] == [0, 0] and 0 < ceilings[-1]  # too short at first, then read
