@@ -188,6 +188,24 @@ def test_edit_then_deny_runs_nothing(lab: LabKernel, api: StandInAPI) -> None:
     assert decisions(lab, cell) == ["denied"]
 
 
+def test_a_denial_reads_in_the_users_words_and_the_model_gets_its_instructions(
+    lab: LabKernel, api: StandInAPI
+) -> None:
+    api.set_script(steps("gone = 1", answer="ok"))
+    cell = lab.execute("%%agent\nSet gone.", cell_id="deny-words")
+    reason = lab.wait_for_widget(model_name="TextModel", parent=cell)
+    lab.set_value(reason, "value", "not on shared data")
+    lab.round_trip(reason)
+    lab.click(lab.wait_for_button("Deny", parent=cell))
+    assert lab.complete(cell, 60)["content"]["status"] == "ok"
+    shown_text = plain_outputs(lab, cell) + shown(lab, cell)
+    assert "✘ run_code: not run, denied by you: not on shared data" in shown_text
+    assert "The user denied" not in shown_text
+    assert "Take the reason into account" not in shown_text
+    [result] = tool_results(api.requests[1])
+    assert "The user denied this call: not on shared data" in result_text(result)
+
+
 def test_an_edit_is_classified_as_it_is_typed(lab: LabKernel, api: StandInAPI) -> None:
     api.set_script(steps("value = 1"))
     cell = lab.execute("%%agent\nSet value.", cell_id="reclassify")
@@ -377,7 +395,7 @@ def test_a_readonly_denial_is_the_policys_not_the_users(lab: LabKernel, api: Sta
     )
     lines = plain_outputs(lab, cell)
     assert (
-        "✘ run_code: Not run: denied by the approval policy 'readonly' (a 'write' step)." in lines
+        "✘ run_code: not run, denied by the approval policy 'readonly' (a 'write' step)" in lines
     )
 
 

@@ -198,7 +198,9 @@ function toolCallCard(call: IToolCall, trans: TranslationBundle): HTMLElement {
   if (call.code !== null && COPYABLE_DECISIONS.includes(call.decision)) {
     card.appendChild(copyButton(call.code, trans));
   }
-  if (call.outputSummary) {
+  // A denied call's result is the text the model read; the decision line above
+  // already says, in the person's words, why it did not run.
+  if (call.outputSummary && call.decision !== 'denied') {
     const label = call.isError ? trans.__('Error') : trans.__('Output');
     card.appendChild(element('div', 'qloop-section-title', label));
     card.appendChild(

@@ -147,7 +147,9 @@ class TurnDisplay(TurnObserver):
             line(f"→ {call.name}({_short_input(call.input)})")
 
     def on_tool_end(self, outcome: ToolOutcome) -> None:
-        if outcome.is_error:
+        if outcome.decision == "denied":  # the person's words; the model's are in the result
+            line(f"✘ {outcome.call.name}: not run, {denied_words(outcome.reason)}", "warn")
+        elif outcome.is_error:
             first = outcome.text.strip().splitlines()[0] if outcome.text.strip() else "error"
             line(f"✘ {outcome.call.name}: {first}", "warn")
         elif outcome.call.name not in self.cards_for or outcome.decision in ("always", "auto"):
@@ -249,3 +251,12 @@ def _short_input(value: dict[str, Any], limit: int = 80) -> str:
         f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in value.items()
     )
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def denied_words(reason: str | None) -> str:
+    """A denial as a person reads it: the policy's sentence, or "denied by you" and the reason."""
+    from ..permissions import POLICY_DENIAL_PREFIX
+
+    if reason and reason.startswith(POLICY_DENIAL_PREFIX):
+        return reason
+    return f"denied by you: {reason}" if reason else "denied by you"

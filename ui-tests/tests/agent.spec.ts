@@ -176,6 +176,13 @@ test.describe('agent cell approval', () => {
     await expect(view.locator('.qloop-decision')).toHaveText(
       `denied: ${reason}`
     );
+    // The person reads their own words; the model's instructions stay in the result.
+    const agent = await cell(page, AGENT);
+    await expect(agent).toContainText(
+      `✘ run_code: not run, denied by you: ${reason}`
+    );
+    await expect(agent).not.toContainText('The user denied');
+    await expect(agent).not.toContainText('Take the reason into account');
   });
 
   test.describe('with real kernel messages', () => {
