@@ -106,7 +106,7 @@ class _ClientPool:
     """
 
     SHARED = ("anthropic", "compatible")
-    SIZE = 4  # the least recently used client is dropped (the SDK closes it once unused)
+    SIZE = 4  # then the least recently used client is closed (a model holding it takes a new one)
 
     def __init__(self) -> None:
         self._clients: dict[str, Any] = {}
@@ -136,7 +136,8 @@ class _ClientPool:
                 client = build()
             self._clients[key] = client  # the newest last
             while len(self._clients) > self.SIZE:
-                self._clients.pop(next(iter(self._clients)))
+                # Closed now, not when collected: its sockets would be left to the garbage collector.
+                self._clients.pop(next(iter(self._clients))).close()
             return client
 
     def discard(self, client: Any) -> None:

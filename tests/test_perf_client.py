@@ -90,11 +90,15 @@ def test_the_pool_keeps_no_secret_and_few_clients(
     api: StandInAPI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pool = model_module._clients
+    models = []
     for i in range(pool.SIZE + 3):
         monkeypatch.setenv("ANTHROPIC_API_KEY", f"sk-ant-rotated-key-{i:012d}")
-        AnthropicModel("claude-sonnet-4-6")
+        models.append(AnthropicModel("claude-sonnet-4-6"))
     assert len(pool._clients) <= pool.SIZE
     assert not any("sk-ant" in key for key in pool._clients)
+    # the clients dropped from the pool are closed at once, not left to the garbage collector
+    assert [m._client.is_closed() for m in models[:3]] == [True] * 3
+    assert not any(m._client.is_closed() for m in models[-pool.SIZE :])
 
 
 def test_a_model_whose_shared_client_another_closed_takes_a_new_one(api: StandInAPI) -> None:
