@@ -318,7 +318,7 @@ test.describe('agent cell approval', () => {
       const card = await runAllUntilCard(
         page,
         runAll,
-        'Replay 1 saved code step'
+        'Replay 1 saved code step(s)'
       );
       await expect(card.locator('.qloop-code')).toHaveText('y = 42');
       await expect(button(card, 'Always allow')).toHaveCount(0);
