@@ -12,13 +12,13 @@ import { Locator } from '@playwright/test';
 import {
   IStandIn,
   REPOSITORY_ROOT,
-  StandInItem,
   approvalCard,
   cell,
   executionCount,
   expect,
   markerOf,
   outputText,
+  runCodeScript,
   test,
   toolResults,
   waitForIdleKernel
@@ -28,19 +28,6 @@ const NOTEBOOK = 'agent_cell.ipynb';
 const AGENT = 1;
 const AFTER = 2;
 const PROMPT = 'Set y to 42.';
-
-/** The model asks to run `code`, then ends the turn with `answer`. */
-function runCodeScript(code: string, answer: string): StandInItem[] {
-  return [
-    {
-      content: [
-        { type: 'text', text: 'I will run one line.' },
-        { type: 'tool_use', name: 'run_code', input: { code } }
-      ]
-    },
-    { content: answer }
-  ];
-}
 
 const SET_Y = runCodeScript('y = 42', 'Done: `y` is **42**.');
 

@@ -45,6 +45,19 @@ export interface IMarker {
 /** One item of a stand-in script, in its JSON form (see docs/testing.md). */
 export type StandInItem = Record<string, unknown>;
 
+/** The model asks to run `code`, then ends the turn with `answer`. */
+export function runCodeScript(code: string, answer: string): StandInItem[] {
+  return [
+    {
+      content: [
+        { type: 'text', text: 'I will run one line.' },
+        { type: 'tool_use', name: 'run_code', input: { code } }
+      ]
+    },
+    { content: answer }
+  ];
+}
+
 /** One entry of the stand-in's request log (`GET /_qloop/requests`). */
 export interface IStandInRequest {
   method: string;

@@ -29,7 +29,11 @@ import {
   minContrast,
   probeContrast
 } from './contrast';
-import { IStandIn, StandInItem, toolResults } from './fixtures';
+import {
+  IStandIn,
+  runCodeScript,
+  toolResults
+} from './fixtures';
 import {
   INotebook7,
   approvalCard,
@@ -51,19 +55,6 @@ const AGENT = 1;
 const AFTER = 2;
 const PROMPT = 'Set y to 42.';
 const THEMES = ['JupyterLab Light', 'JupyterLab Dark'];
-
-/** The model asks to run `code`, then ends the turn with `answer`. */
-function runCodeScript(code: string, answer: string): StandInItem[] {
-  return [
-    {
-      content: [
-        { type: 'text', text: 'I will run one line.' },
-        { type: 'tool_use', name: 'run_code', input: { code } }
-      ]
-    },
-    { content: answer }
-  ];
-}
 
 const SET_Y = runCodeScript('y = 42', 'Done: `y` is **42**.');
 
