@@ -271,7 +271,7 @@ def test_status_reports_tokens_and_cost(lab: LabKernel, api: StandInAPI) -> None
     api.set_script([Reply([text("hello")])])
     lab.run("%%agent --new\nhi", cell_id="s1")
     status = lab.run("%agent status")
-    assert "1 turn(s), 1 model call(s)" in status and "cost $" in status
+    assert "1 turn, 1 model call" in status and "cost $" in status
 
 
 def test_code_timeout_interrupts_only_the_tool(lab: LabKernel, api: StandInAPI) -> None:

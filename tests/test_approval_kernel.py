@@ -261,7 +261,7 @@ def test_session_grants_are_listed_revoked_and_cleared_by_reset(
     assert "run_code 'read' and 'write' steps, this session" in listing
     assert "policy: ask ('read' steps ask)" in listing
     cleared = lab.run("%agent reset")
-    assert "and 1 grant(s) (run_code 'read' and 'write' steps, this session)" in cleared
+    assert "and 1 grant (run_code 'read' and 'write' steps, this session)" in cleared
     assert "kept: settings, private variables" in cleared
     assert "none" in lab.run("%agent grants")
     api.set_script(steps("c = 3"))

@@ -165,14 +165,14 @@ def test_a_replay_card_lists_every_step_and_the_notices() -> None:
     steps = ["y = x * 2", "print(y)"]
     request = ApprovalRequest(
         ToolCall("replay", "replay", {"steps": steps}),
-        "Replay 2 saved code step(s)",
+        "Replay 2 saved code steps",
         None,
-        {"steps": steps, "notices": ["1 saved message(s) will become context"]},
+        {"steps": steps, "notices": ["1 saved message will become context"]},
     )
     card = ApprovalCard(request)
     shown = text_of(card)
     assert re.search(
-        r"1 saved message\(s\) will become context.*step 1\s*y = x \* 2.*step 2\s*print\(y\)",
+        r"1 saved message will become context.*step 1\s*y = x \* 2.*step 2\s*print\(y\)",
         shown,
         re.S,
     )

@@ -115,6 +115,19 @@ def test_the_status_line_starts_waiting_and_counts_calls_tokens_and_cost(shown: 
     assert lines(shown) == []  # a completed turn adds no stop line
 
 
+def test_the_status_line_is_singular_for_one_and_leaves_out_an_empty_cache(
+    shown: CapturedIO,
+) -> None:
+    turn = TurnDisplay(interactive=False, max_turns=1, cancel=CancelToken(), cards_for=set())
+    one = Usage(input_tokens=1)
+    turn.on_response(
+        ModelResponse(content=[], stop_reason="end_turn", usage=one, model="x"), one, None
+    )
+    texts = [o.data["text/plain"] for o in published(shown)]
+    assert texts[1] == "waiting for the model · up to 1 model call"
+    assert re.fullmatch(r"model call 1/1 · \d+\.\d s · 1 token", texts[2])
+
+
 def test_streamed_text_is_one_untrusted_answer_display_updated_in_place(
     shown: CapturedIO, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -91,7 +91,7 @@ def test_output_differences_per_step() -> None:
     ]
     assert output_differences(step, "stdout:\n2", ["bb"]) == [
         "its text output differs from the saved run",
-        "its figure(s) differ from the saved run",
+        "its figure differs from the saved run",
     ]
 
 

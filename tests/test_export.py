@@ -140,5 +140,5 @@ def test_agent_export_and_history_in_a_kernel() -> None:
         [payload] = [p for p in reply["payload"] if p["source"] == "set_next_input"]
         assert "y = 2 * 21" in payload["text"] and "# > Set y." in payload["text"]
         listing = lab.run("%agent history", cell_id="c3")
-        assert "cell c1:" in listing and "1 code step(s) · Set y." in listing
-        assert "  1. 2026-12-01 10:00:00 · completed · 0 code step(s) · Set y." in listing
+        assert "cell c1:" in listing and "1 code step · Set y." in listing
+        assert "  1. 2026-12-01 10:00:00 · completed · 0 code steps · Set y." in listing

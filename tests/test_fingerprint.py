@@ -63,7 +63,7 @@ def test_columns_added_removed_and_values_changed() -> None:
     df = pd.DataFrame({"a": [1, 2, 3], "b": [4, 5, 6]})
     wider = df.assign(c=0).drop(columns=["b"])
     assert describe_change(fingerprint(df), fingerprint(wider)) == (
-        "DataFrame 3×2, added column(s) c, removed column(s) b"
+        "DataFrame 3×2, added column c, removed column b"
     )
     edited = df.copy()
     edited.loc[1, "a"] = 20

@@ -90,3 +90,17 @@ def test_config_unset_falls_back_to_the_environment(shell, monkeypatch):
     assert agent.manager.settings.model == "claude-haiku-4-5"  # config wins over QLOOP_MODEL
     shell.run_line_magic("config", "QloopAgent.model = None")
     assert agent.manager.settings.model == "claude-opus-4-6"
+
+
+def test_status_and_reset_count_in_words(shell, capsys):
+    shell.run_line_magic("agent", "status")
+    assert ": 0 turns, 0 model calls\n" in capsys.readouterr().out
+    shell.run_line_magic("agent", "allow run_code")
+    capsys.readouterr()
+    shell.run_line_magic("agent", "reset")
+    out = capsys.readouterr().out
+    assert (
+        "cleared 0 messages, 0 replayed turns and the totals of 0 turns from the conversation"
+        in out
+    )
+    assert "and 1 grant (run_code" in out and "(s)" not in out

@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from ..records import METADATA_KEY, MIME_TYPE, CellRecord, RecordError, load_record
+from ..text import counted
 
 _LOAD_EXT = re.compile(r"^\s*%(load_ext|reload_ext)\s+qloop_kernel\s*$")
 _AGENT_LINE = re.compile(r"^\s*%agent\b")
@@ -66,8 +67,8 @@ def turn_markdown(prompt: str, record: CellRecord | None) -> str:
     quoted = "\n".join("> " + line for line in prompt.splitlines() or [""])
     if record is None:
         return f"**Agent task** (no saved record: nothing exported)\n\n{quoted}"
-    steps = len(record.replay_steps())
-    head = f"**Agent task** · {record.model} · {record.status} · {steps} approved code step(s)"
+    steps = counted(len(record.replay_steps()), "approved code step")
+    head = f"**Agent task** · {record.model} · {record.status} · {steps}"
     if not record.is_own():
         head += " · received from elsewhere (not signed by you): read the steps below"
     answer = f"\n\n**Saved answer**\n\n{record.answer}" if record.answer else ""

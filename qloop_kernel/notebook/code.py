@@ -18,6 +18,7 @@ from ..errors import ToolFailure
 from ..messages import Block
 from ..redact import PrivateVariables, redact_text, redacting_also
 from ..settings import Settings
+from ..text import counted
 from ..tools.runtime import format_exception, strip_ansi, truncate
 from ..tools.summaries import bounded_repr
 from .deadline import StepStopped, time_limit
@@ -162,9 +163,10 @@ def _displays(outputs: list[Any]) -> tuple[list[Block], list[str]]:
         elif "text/plain" in data:
             texts.append("displayed:\n" + truncate(strip_ansi(str(data["text/plain"])), 4000))
     if images:
-        texts.append(f"{len(images)} image(s) attached.")
+        texts.append(f"{counted(len(images), 'image')} attached.")
     if skipped:
-        texts.append(f"{skipped} more image(s) not attached (limit {MAX_IMAGES}, or too large).")
+        more = counted(skipped, "more image", "more images")
+        texts.append(f"{more} not attached (limit {MAX_IMAGES}, or too large).")
     return images, texts
 
 

@@ -14,6 +14,8 @@ from typing import Any, cast
 from IPython.core.error import UsageError
 from pydantic import ValidationError
 
+from ..text import counted
+
 HELP = """\
 %%agent [options]            the cell body is the task; the turn runs against this kernel
 %agent [options] TASK        a one-line task
@@ -70,7 +72,8 @@ def _status(magics: Any, args: list[str]) -> None:
     cost = f"${totals.cost_usd:.4f}" if totals.cost_known else "unknown (no price for the model)"
     settings = manager.settings.model_dump(exclude_none=True)
     print(
-        f"session {manager.session_id}: {totals.turns} turn(s), {totals.model_calls} model call(s)"
+        f"session {manager.session_id}: {counted(totals.turns, 'turn')}, "
+        f"{counted(totals.model_calls, 'model call')}"
     )
     print(
         f"tokens: {usage.input_tokens:,} input, {usage.output_tokens:,} output, "
@@ -255,12 +258,13 @@ def _reset(magics: Any, args: list[str]) -> None:
     manager.reset()
     grants = "; ".join(g.describe() for g in cleared)
     print(
-        f"fresh conversation (session {manager.session_id}): cleared {messages} message(s), "
-        f"{turns} replayed turn(s) and the totals of {calls} turn(s) from the conversation, and "
-        f"{len(cleared)} grant(s)" + (f" ({grants})" if grants else "")
+        f"fresh conversation (session {manager.session_id}): cleared {counted(messages, 'message')}, "
+        f"{counted(turns, 'replayed turn')} and the totals of {counted(calls, 'turn')} from the "
+        f"conversation, and {counted(len(cleared), 'grant')}" + (f" ({grants})" if grants else "")
     )
     kept = len(agent.grants.in_notebook())
-    notebook = f", {kept} grant(s) saved in this notebook (`%agent revoke all`)" if kept else ""
+    saved = counted(kept, "grant")
+    notebook = f", {saved} saved in this notebook (`%agent revoke all`)" if kept else ""
     print(f"kept: settings, private variables{notebook}")
 
 

@@ -26,6 +26,7 @@ from ..messages import (
     Usage,
     describe_stop,
 )
+from ..text import counted
 
 REFRESH_S = 0.15  # how often streamed Markdown is re-rendered
 # Streamed text is shown in pieces of about this size, cut at paragraph breaks outside code: each
@@ -51,13 +52,14 @@ def show_answer(text: str, **flags: Any) -> Any:
 def status_text(
     model_calls: int, max_turns: int, elapsed: float, usage: Usage, cost: float | None
 ) -> str:
-    tokens = f"{usage.total_tokens:,} tokens ({usage.cache_read_input_tokens:,} cached)"
+    cached = usage.cache_read_input_tokens
+    tokens = counted(usage.total_tokens, "token") + (f" ({cached:,} cached)" if cached else "")
     money = "" if cost is None else f" · ${cost:.4f}"
     return f"model call {model_calls}/{max_turns} · {elapsed:.1f} s · {tokens}{money}"
 
 
 def waiting_text(max_turns: int) -> str:
-    return f"waiting for the model · up to {max_turns} model calls"
+    return f"waiting for the model · up to {counted(max_turns, 'model call')}"
 
 
 LINE_KINDS = ("info", "warn", "error", "ok")

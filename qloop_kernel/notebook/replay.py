@@ -40,6 +40,7 @@ from ..records.drift import changed_after
 from ..records.schema import REPLAYABLE_DECISIONS
 from ..records.text import usage_line
 from ..settings import Settings
+from ..text import counted
 from ..tools.risk import Assessment, Reason, most_severe
 from ..tools.runtime import Tool, ToolRuntime
 from .cell import AgentError, CellContext, store_for
@@ -98,7 +99,7 @@ class ReplayPlan:
             notices.append("changed since the turn ran: " + "; ".join(self.drift))
         if self.record.messages:
             notices.append(
-                f"{len(self.record.messages)} saved message(s) will become context for later agent "
+                f"{counted(len(self.record.messages), 'saved message')} will become context for later agent "
                 "cells of this kernel"
             )
         codes, assessments = list(self.codes), list(self.assessments)
@@ -109,7 +110,7 @@ class ReplayPlan:
             if plan.received:
                 notices.append(f"saved agent cell {number}: {RECEIVED_NOTICE}")
         steps = len(self.steps) + sum(len(plan.steps) for plan in later)
-        title = f"Replay {steps} saved code step(s)"
+        title = f"Replay {counted(steps, 'saved code step')}"
         if later:
             title += f" of {len(later) + 1} agent cells (this one and the {len(later)} queued after it)"
         details = {"steps": codes, "notices": notices, "assessments": assessments}
@@ -163,7 +164,7 @@ def replay(host: ReplayHost, record: CellRecord, policy: Policy, cell: CellConte
     drift = tuple(drift_before(host.shell, record))
     runtime = host.replay_runtime()
     plan = plan_for(record, runtime.tools, drift)
-    line(f"replaying the saved turn: {len(plan.steps)} code step(s), no model call now "
+    line(f"replaying the saved turn: {counted(len(plan.steps), 'code step')}, no model call now "
          f"(the original turn: {usage_line(record)}); run with --fresh to ask the model again")  # fmt: skip
     if drift:
         line("changed since the turn ran: " + "; ".join(drift), "warn")

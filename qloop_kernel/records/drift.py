@@ -366,7 +366,7 @@ def _normalised(text: str) -> str:
 def output_differences(step: ToolCallRecord, text: str, image_hashes: list[str]) -> list[str]:
     """How a replayed step's output differs from the saved one (text and figures)."""
     from ..redact import redact_text
-    from ..text import truncate
+    from ..text import counted, truncate
     from .build import OUTPUT_SUMMARY_CHARS
 
     found = []
@@ -375,7 +375,8 @@ def output_differences(step: ToolCallRecord, text: str, image_hashes: list[str])
         found.append("its text output differs from the saved run")
     saved = [image.sha256 for image in step.images]
     if len(saved) != len(image_hashes):
-        found.append(f"{len(saved)} figure(s) saved, {len(image_hashes)} now")
+        found.append(f"{counted(len(saved), 'figure')} saved, {len(image_hashes)} now")
     elif saved != image_hashes:
-        found.append("its figure(s) differ from the saved run")
+        figures = "its figure differs" if len(saved) == 1 else "its figures differ"
+        found.append(f"{figures} from the saved run")
     return found

@@ -16,6 +16,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from ..text import counted
 from .schema import MAX_RECORD_BYTES, CellRecord, Fingerprint
 
 HISTORY_ENTRIES = 5
@@ -150,7 +151,8 @@ def describe(cell_id: str, record: Record) -> list[str]:
         steps = sum(1 for c in calls if c.get("name") == "run_code")
         unseen = " · made without the saved record" if item.get("metadata_unseen") else ""
         prompt = " ".join(str(item.get("prompt", "")).split())[:60]
-        return f"{when} · {item.get('status', '?')} · {steps} code step(s){unseen} · {prompt}"
+        status = item.get("status", "?")
+        return f"{when} · {status} · {counted(steps, 'code step')}{unseen} · {prompt}"
 
     history = [e for e in record.get("history") or [] if isinstance(e, dict)]
     lines = [f"cell {cell_id}: {one(record)}"]

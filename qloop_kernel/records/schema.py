@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..errors import RecordError
 from ..messages import now_iso
+from ..text import counted
 from . import signing
 
 SCHEMA_VERSION: Final = 2
@@ -257,7 +258,7 @@ def load_record(data: object) -> CellRecord:
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(p) for p in first["loc"])
         raise RecordError(
-            f"the saved qloop record is invalid ({exc.error_count()} problem(s); first: {where}: "
+            f"the saved qloop record is invalid ({counted(exc.error_count(), 'problem')}; first: {where}: "
             f"{first['msg']}). Re-run the cell with --fresh to make a new record"
         ) from None
     if record.digest != record.computed_digest():

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import json
 
+from ..text import counted
 from .schema import CellRecord
 
 
 def usage_line(record: CellRecord) -> str:
+    """Calls, tokens and cost as a person reads them: "1 model call · 812 tokens · $0.0012",
+    "4 model calls · 10,246 tokens (2,332 cached) · $0.0231", or "no model call"."""
+    if record.model_calls == 0:
+        return "no model call"
     usage = record.usage
     total = (
         usage.input_tokens
@@ -17,12 +22,13 @@ def usage_line(record: CellRecord) -> str:
     )
     cost = "cost unknown" if record.cost_usd is None else f"${record.cost_usd:.4f}"
     cached = usage.cache_read_input_tokens
-    return f"{record.model_calls} model call(s) · {total:,} tokens ({cached:,} cached) · {cost}"
+    tokens = counted(total, "token") + (f" ({cached:,} cached)" if cached else "")
+    return f"{counted(record.model_calls, 'model call')} · {tokens} · {cost}"
 
 
 def summary_line(record: CellRecord) -> str:
-    steps = len(record.replay_steps())
-    return f"qloop agent turn · {record.status} · {steps} code step(s) · {usage_line(record)}"
+    steps = counted(len(record.replay_steps()), "code step")
+    return f"qloop agent turn · {record.status} · {steps} · {usage_line(record)}"
 
 
 def to_markdown(record: CellRecord) -> str:

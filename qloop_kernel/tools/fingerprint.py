@@ -387,7 +387,8 @@ def _detail_changes(before: ValuePrint, after: ValuePrint) -> list[str]:
 def _names(columns: list[str]) -> str:
     shown = ", ".join(columns[:SHOWN_COLUMNS])
     more = len(columns) - SHOWN_COLUMNS
-    return f"column(s) {shown}" + (f" and {more} more" if more > 0 else "")
+    noun = "column" if len(columns) == 1 else "columns"
+    return f"{noun} {shown}" + (f" and {more} more" if more > 0 else "")
 
 
 def changes(

@@ -305,7 +305,7 @@ test.describe('agent cell approval', () => {
       const card = await runAllUntilCard(
         page,
         runAll,
-        'Replay 1 saved code step(s)'
+        'Replay 1 saved code step'
       );
       await expect(card.locator('.qloop-code')).toHaveText('y = 42');
       await expect(button(card, 'Always allow')).toHaveCount(0);

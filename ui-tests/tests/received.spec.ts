@@ -140,7 +140,7 @@ test.describe('a record received from elsewhere', () => {
 
     await runAll({ wait: false });
     const card = (await approvalCard(page, AGENT)).filter({
-      hasText: 'Replay 1 saved code step(s)'
+      hasText: 'Replay 1 saved code step'
     });
     // Allow for the kernel start.
     await expect(card).toBeVisible({ timeout: 60000 });

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...text import counted
 from .common import (
     HEAD_COLUMNS,
     LISTED_COLUMNS,
@@ -153,7 +154,7 @@ def brief_arrow_array(array: Any) -> Brief:
 def brief_arrow_dataset(dataset: Any) -> Brief:
     """Columns of a dataset; its rows are not counted."""
     files = getattr(dataset, "files", None)
-    count = f"{len(files):,} file(s); " if isinstance(files, list) else ""
+    count = f"{counted(len(files), 'file')}; " if isinstance(files, list) else ""
     return Brief(f"? x {len(dataset.schema.names):,}", "", cut(f"lazy, {count}dataset", 60))
 
 

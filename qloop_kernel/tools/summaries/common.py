@@ -223,7 +223,8 @@ def pick_columns(names: Sequence[str], columns: tuple[str, ...] | None) -> list[
         by_name.setdefault(text, position)
     unknown = [name for name in columns if name not in by_name]
     if unknown:
-        raise ToolInputError(f"unknown column(s) {unknown}; {close_columns(unknown[0], names)}")
+        noun = "column" if len(unknown) == 1 else "columns"
+        raise ToolInputError(f"unknown {noun} {unknown}; {close_columns(unknown[0], names)}")
     return list(dict.fromkeys(by_name[name] for name in columns))
 
 
