@@ -103,8 +103,32 @@ export function egressText(
     : trans.__('%1 · %2 chars', name, count(item.chars));
 }
 
+/** `1 model call`, `12 model calls`, or the `none` text for zero. */
+function calls(
+  n: number,
+  kind: 'model' | 'tool',
+  trans: TranslationBundle
+): string {
+  if (kind === 'model') {
+    return n === 0
+      ? trans.__('no model call')
+      : trans._n('%2 model call', '%2 model calls', n, count(n));
+  }
+  return n === 0
+    ? trans.__('no tool call')
+    : trans._n('%2 tool call', '%2 tool calls', n, count(n));
+}
+
+/** `tokens: 5,123 in · 842 out · 20,480 cache read`: cache parts only when used. */
 function tokenSummary(record: ITurnRecord, trans: TranslationBundle): string {
   const { input, output, cacheRead, cacheWrite } = record.usage;
+  const figures = [input, output, cacheRead, cacheWrite];
+  if (figures.every(figure => figure === null)) {
+    return trans.__('tokens unknown');
+  }
+  if (figures.every(figure => !figure)) {
+    return trans.__('no tokens');
+  }
   const known: string[] = [];
   if (input !== null) {
     known.push(trans.__('%1 in', count(input)));
@@ -112,15 +136,27 @@ function tokenSummary(record: ITurnRecord, trans: TranslationBundle): string {
   if (output !== null) {
     known.push(trans.__('%1 out', count(output)));
   }
-  if (cacheRead !== null) {
+  if (cacheRead) {
     known.push(trans.__('%1 cache read', count(cacheRead)));
   }
-  if (cacheWrite !== null) {
+  if (cacheWrite) {
     known.push(trans.__('%1 cache write', count(cacheWrite)));
   }
-  return known.length === 0
-    ? trans.__('tokens unknown')
-    : trans.__('tokens: %1', known.join(' · '));
+  return trans.__('tokens: %1', known.join(' · '));
+}
+
+/** Tokens and cost, left out for a turn that made no model call and spent nothing. */
+function spending(record: ITurnRecord, trans: TranslationBundle): string[] {
+  const { input, output, cacheRead, cacheWrite } = record.usage;
+  const used = [input, output, cacheRead, cacheWrite].some(figure => !!figure);
+  if (record.modelCalls === 0 && !used && !record.costUsd) {
+    return [];
+  }
+  const cost =
+    record.costUsd === null
+      ? trans.__('cost unknown')
+      : `$${record.costUsd.toFixed(4)}`;
+  return [tokenSummary(record, trans), cost];
 }
 
 function facts(record: ITurnRecord, trans: TranslationBundle): string[] {
@@ -128,12 +164,9 @@ function facts(record: ITurnRecord, trans: TranslationBundle): string[] {
     record.model ?? trans.__('model unknown'),
     record.modelCalls === null
       ? null
-      : trans.__('%1 model calls', count(record.modelCalls)),
-    trans.__('%1 tool calls', count(record.toolCalls.length)),
-    tokenSummary(record, trans),
-    record.costUsd === null
-      ? trans.__('cost unknown')
-      : `$${record.costUsd.toFixed(4)}`,
+      : calls(record.modelCalls, 'model', trans),
+    calls(record.toolCalls.length, 'tool', trans),
+    ...spending(record, trans),
     record.elapsedS === null
       ? null
       : trans.__('%1 s', record.elapsedS.toFixed(1)),

@@ -71,7 +71,7 @@ describe('TranscriptRenderer', () => {
     expect(text(node, '.qloop-fact')).toEqual([
       'claude-sonnet-5-5',
       '4 model calls',
-      '1 tool calls',
+      '1 tool call',
       'tokens: 5,123 in · 842 out',
       '$0.0213'
     ]);
@@ -87,6 +87,62 @@ describe('TranscriptRenderer', () => {
     expect(node.querySelector('.qloop-received')).toBeNull();
     expect(node.querySelector('.qloop-egress')).toBeNull();
     expect(node.querySelector('.qloop-refusal')).toBeNull();
+  });
+
+  it('counts usage as a person reads it', async () => {
+    const one = await render({
+      ...RECORD,
+      model_calls: 1,
+      usage: {
+        input_tokens: 1234567,
+        output_tokens: 1,
+        cache_read_input_tokens: 0,
+        cache_creation_input_tokens: 2048
+      }
+    });
+    expect(text(one, '.qloop-fact').slice(1, 4)).toEqual([
+      '1 model call',
+      '1 tool call',
+      'tokens: 1,234,567 in · 1 out · 2,048 cache write'
+    ]);
+    const many = await render({
+      ...RECORD,
+      model_calls: 1200,
+      tool_calls: [{ name: 'run_code' }, { name: 'run_code' }]
+    });
+    expect(text(many, '.qloop-fact').slice(1, 3)).toEqual([
+      '1,200 model calls',
+      '2 tool calls'
+    ]);
+  });
+
+  it('says a turn without a model call spent nothing, without zero figures', async () => {
+    const zero = { input_tokens: 0, output_tokens: 0 };
+    const replayed = await render({
+      ...RECORD,
+      model_calls: 0,
+      tool_calls: [],
+      usage: { ...zero, cache_read_input_tokens: 0 },
+      cost_usd: 0
+    });
+    expect(text(replayed, '.qloop-fact')).toEqual([
+      'claude-sonnet-5-5',
+      'no model call',
+      'no tool call'
+    ]);
+    // Calls unknown (an older record): the zero usage is still said in words.
+    const unknown = await render({
+      ...RECORD,
+      model_calls: null,
+      usage: zero,
+      cost_usd: 0
+    });
+    expect(text(unknown, '.qloop-fact')).toEqual([
+      'claude-sonnet-5-5',
+      '1 tool call',
+      'no tokens',
+      '$0.0000'
+    ]);
   });
 
   it("shows each code step's changes, as text", async () => {
@@ -259,6 +315,10 @@ describe('TranscriptRenderer', () => {
       'RECEIVED FROM ELSEWHERE: NOT SIGNED BY YOU'
     ]);
     expect(text(node, '.qloop-decision')).toEqual(['APPROVED']);
+    expect(text(node, '.qloop-fact').slice(1, 3)).toEqual([
+      '4 MODEL CALLS',
+      '1 TOOL CALL'
+    ]);
     // Record text is never translated.
     expect(text(node, '.qloop-prompt-text')).toEqual(['Clean <b>df</b>']);
   });

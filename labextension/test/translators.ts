@@ -10,8 +10,18 @@ function shout(msgid: string, ...args: unknown[]): string {
     .replace(/%(\d)/g, (_, n: string) => String(args[Number(n) - 1]));
 }
 
+/** The plural form of `shout`: `%1` is the count, as in gettext's `_n`. */
+function shoutPlural(
+  singular: string,
+  plural: string,
+  n: number,
+  ...args: unknown[]
+): string {
+  return shout(n === 1 ? singular : plural, n, ...args);
+}
+
 /** Translates into capitals (placeholders `%1`… filled in as given). */
 export const shouting: ITranslator = {
   languageCode: 'en-SHOUT',
-  load: () => ({ __: shout }) as unknown as TranslationBundle
+  load: () => ({ __: shout, _n: shoutPlural }) as unknown as TranslationBundle
 };

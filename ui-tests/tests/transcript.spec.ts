@@ -124,6 +124,17 @@ test.describe('transcript view', () => {
     await expect(view.locator('.qloop-tool-output')).toHaveText(
       '<img src=x onerror="window.qloopInjected = true">'
     );
+    // One call of each, in the singular; the unused cache is left out.
+    const facts = view.locator('.qloop-transcript-header .qloop-fact');
+    await expect(facts).toHaveText([
+      'claude-sonnet-4-5',
+      '1 model call',
+      '1 tool call',
+      'tokens: 10 in · 5 out',
+      '$0.0001',
+      '1.0 s',
+      'approval: ask'
+    ]);
     // The Markdown answer is sanitized: no script, no event handler, nothing ran.
     const answer = view.locator('.qloop-answer-body');
     await expect(answer).toContainText('Done.');
