@@ -141,4 +141,36 @@ describe('trackMirrors', () => {
     });
     notebook.dispose();
   });
+
+  it('syncs a cell again when its outputs change in place', async () => {
+    // Under collaboration the server loads a file written meanwhile into the
+    // shared document cell by cell: the cell stays, its outputs change.
+    const notebook = new NotebookModel();
+    const saved = { ...OLD, digest: 'sha256:approved' };
+    notebook.sharedModel.insertCells(0, [
+      {
+        cell_type: 'code',
+        source: '%%agent p',
+        metadata: { qloop: saved },
+        outputs: [mirrorOutput(saved)]
+      }
+    ]);
+    trackMirrors(notebook);
+    const cell = notebook.cells.get(0) as CodeCellModel;
+    expect(cell.getMetadata('qloop')).toEqual(saved);
+    let writes = 0;
+    cell.metadataChanged.connect(() => (writes += 1));
+
+    const blind = { ...NEW, digest: 'sha256:blind', metadata_unseen: true };
+    cell.sharedModel.setOutputs([mirrorOutput(blind)]);
+    await Promise.resolve();
+    expect(cell.getMetadata('qloop')).toEqual({ ...saved, history: [blind] });
+    expect(writes).toBe(1);
+
+    // Later output changes that bring no other record write nothing more.
+    cell.outputs.add({ output_type: 'stream', name: 'stdout', text: 'more' });
+    await Promise.resolve();
+    expect(writes).toBe(1);
+    notebook.dispose();
+  });
 });
