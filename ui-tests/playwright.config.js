@@ -73,9 +73,13 @@ module.exports = {
     {
       name: 'jupyterlab',
       // The server's log goes to jupyter-server.log, not into the test report.
+      // Real-time collaboration (jupyter-collaboration, in the test extra) is
+      // off here: these specs use the notebook as JupyterLab alone has it;
+      // playwright.rtc.config.js runs tests-rtc/ with it on.
       command:
         'ANTHROPIC_BASE_URL="${QLOOP_STANDIN_URL:?the stand-in did not start}" ' +
-        `"${python}" -m jupyter lab --config jupyter_server_test_config.py > jupyter-server.log 2>&1`,
+        `"${python}" -m jupyter lab --config jupyter_server_test_config.py ` +
+        '--YDocExtension.disable_rtc=True > jupyter-server.log 2>&1',
       env: serverEnv,
       url: `http://127.0.0.1:${port}/lab`,
       timeout: 120000,

@@ -10,7 +10,10 @@
 # (`$PYTHON -m qloop_kernel.testing`, on a free port) and JupyterLab from that
 # environment (`$PYTHON -m jupyter lab`) on port $QLOOP_UI_PORT (8888) with a
 # temporary root folder; the kernels call the stand-in with a fake key.
-# Exits with Playwright's exit code.
+# With no arguments it then runs tests-rtc/ under real-time collaboration
+# (jupyter-collaboration, playwright.rtc.config.js) on the same port;
+# `ui-tests/run.sh --rtc [arguments...]` runs only those.
+# Exits with Playwright's exit code (the first failing run's).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -50,6 +53,25 @@ root="$(mktemp -d -t qloop-ui-tests.XXXXXX)"
 trap 'rm -rf "$root"' EXIT
 export JUPYTERLAB_GALATA_ROOT_DIR="$root"
 
+rtc_suite() {
+  if ! "$PYTHON" -c 'import jupyter_collaboration' 2>/dev/null; then
+    echo "jupyter-collaboration is missing in $PYTHON's environment:" >&2
+    echo "run 'pip install -e .[test]' at the repository root first" >&2
+    return 2
+  fi
+  npx playwright test --config playwright.rtc.config.js "$@"
+}
+
 status=0
+if [ "${1:-}" = "--rtc" ]; then
+  shift
+  rtc_suite "$@" || status=$?
+  exit "$status"
+fi
 npx playwright test "$@" || status=$?
+if [ "$#" -eq 0 ]; then
+  rtc_status=0
+  rtc_suite || rtc_status=$?
+  [ "$status" -ne 0 ] || status="$rtc_status"
+fi
 exit "$status"
