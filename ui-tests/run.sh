@@ -49,6 +49,9 @@ if ! cmp -s package-lock.json node_modules/.qloop-installed-lock 2>/dev/null; th
   cp package-lock.json node_modules/.qloop-installed-lock
 fi
 
+# Playwright strips the types without checking them: the specs are type-checked first.
+npx tsc --noEmit -p .
+
 root="$(mktemp -d -t qloop-ui-tests.XXXXXX)"
 trap 'rm -rf "$root"' EXIT
 export JUPYTERLAB_GALATA_ROOT_DIR="$root"

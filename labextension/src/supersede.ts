@@ -13,7 +13,7 @@ import { TranslationBundle } from '@jupyterlab/translation';
 
 import { isLiveClient } from './live';
 import { ANSWER_MIME, TRANSCRIPT_MIME } from './record';
-import { WAITING_METADATA } from './waiting';
+import { WAITING_METADATA, isWaitingModel, onWaitingChanged } from './waiting';
 
 /** Class of an output child hidden because the transcript view shows it. */
 export const SUPERSEDED_CLASS = 'qloop-superseded';
@@ -60,6 +60,10 @@ export function isTurnOutput(output: IOutputLike): boolean {
     return false; // errors stay: the one place a traceback shows
   }
   const data = output.data;
+  const view = data[WIDGET_VIEW_MIME];
+  if (isObject(view) && isWaitingModel(view['model_id'])) {
+    return false; // the same card, found in outputs shared with an earlier page
+  }
   if (WIDGET_VIEW_MIME in data || ANSWER_MIME in data) {
     return true;
   }
@@ -144,6 +148,14 @@ export function trackSuperseded(notebook: Notebook): void {
     notebook.widgets.forEach(cell => watchCell(cell, watched));
   watchAll();
   notebook.model?.cells.changed.connect(watchAll);
+  const reapply = () =>
+    notebook.widgets.forEach(cell => {
+      if (cell instanceof CodeCell && !cell.isDisposed) {
+        applySuperseded(cell);
+      }
+    });
+  const stop = onWaitingChanged(reapply);
+  notebook.disposed.connect(stop);
 }
 
 /**

@@ -25,6 +25,37 @@ export const WIDGET_VIEW_MIME = 'application/vnd.jupyter.widget-view+json';
  */
 export const WAITING_METADATA = 'qloop_waiting';
 
+/**
+ * The card widgets this page knows wait, found through the kernel's comms:
+ * under real-time collaboration a page opened later finds a card already in
+ * the shared outputs, without the output metadata above. Never superseded.
+ */
+const waitingModels = new Set<string>();
+const waitingListeners = new Set<() => void>();
+
+/** Whether this page knows the widget model waits at an approval card. */
+export function isWaitingModel(modelId: unknown): boolean {
+  return typeof modelId === 'string' && waitingModels.has(modelId);
+}
+
+/** Call `listener` whenever the set of waiting card widgets changes. */
+export function onWaitingChanged(listener: () => void): () => void {
+  waitingListeners.add(listener);
+  return () => waitingListeners.delete(listener);
+}
+
+function setWaiting(modelId: string, waits: boolean): void {
+  if (waitingModels.has(modelId) === waits) {
+    return;
+  }
+  if (waits) {
+    waitingModels.add(modelId);
+  } else {
+    waitingModels.delete(modelId);
+  }
+  waitingListeners.forEach(listener => listener());
+}
+
 /** Which cell waits at which card widget. */
 export interface IWaitingCard {
   cellId: string;
@@ -74,6 +105,7 @@ export function showWaitingCard(
   if (!cell || !isCodeCell(cell)) {
     return false;
   }
+  setWaiting(card.modelId, true);
   const outputs = cell.outputs;
   for (let index = 0; index < outputs.length; index++) {
     if (showsWidget(outputs.get(index).toJSON() as JSONObject, card.modelId)) {
@@ -145,10 +177,18 @@ function ask(
   comm: Kernel.IComm,
   findCell: (cellId: string) => ICellModel | undefined
 ): Kernel.IComm {
+  let shown: IWaitingCard | null = null;
   comm.onMsg = (msg: KernelMessage.ICommMsgMsg) => {
     const card = parseWaiting(msg.content.data);
     if (card) {
+      shown = card;
       showWaitingCard(card, findCell);
+    }
+  };
+  // The kernel closes the comm once the card is decided.
+  comm.onClose = () => {
+    if (shown) {
+      setWaiting(shown.modelId, false);
     }
   };
   comm.send({ op: 'describe' });

@@ -14,6 +14,8 @@ import { supersededIndexes } from '../src/supersede';
 import {
   WAITING_TARGET,
   WIDGET_VIEW_MIME,
+  isWaitingModel,
+  onWaitingChanged,
   parseWaiting,
   reattach,
   showWaitingCard
@@ -127,6 +129,7 @@ interface IFakeComm {
   commId: string;
   onMsg:
     ((msg: { content: { comm_id: string; data: unknown } }) => void) | null;
+  onClose: (() => void) | null;
   send: (data: unknown) => void;
 }
 
@@ -163,6 +166,7 @@ class KernelWithComms {
     const comm: IFakeComm = {
       commId,
       onMsg: null,
+      onClose: null,
       send: (data: unknown) => this.sent.push({ commId, data })
     };
     this._known.add(commId);
@@ -204,6 +208,58 @@ describe('reattach', () => {
     expect(views(cell)).toEqual([
       { model_id: 'abc123', version_major: 2, version_minor: 0 }
     ]);
+    cell.dispose();
+  });
+
+  it('never lets a transcript hide a waiting card found in shared outputs, until it is decided', async () => {
+    // Under real-time collaboration the earlier page's outputs are shared:
+    // the card is there already, without this page's output metadata.
+    const kernel = new KernelWithComms({ w9: WAITING_TARGET });
+    const cell = new CodeCellModel({});
+    cell.trusted = true;
+    cell.outputs.add({
+      output_type: 'display_data',
+      data: {
+        'application/vnd.qloop.transcript+json': { status: 'completed' }
+      },
+      metadata: {}
+    });
+    cell.outputs.add({
+      output_type: 'display_data',
+      data: { [WIDGET_VIEW_MIME]: { model_id: 'shared1' } },
+      metadata: {}
+    });
+    const outputs = () =>
+      cell.outputs.toJSON().map(o => ({
+        type: o.output_type,
+        data: (o.data ?? {}) as { [mime: string]: unknown },
+        metadata: (o.metadata ?? {}) as { [key: string]: unknown }
+      }));
+    expect(supersededIndexes(outputs())).toEqual([1]);
+    let changes = 0;
+    const stop = onWaitingChanged(() => changes++);
+    await reattach(
+      kernel as unknown as Kernel.IKernelConnection,
+      () => cell,
+      'qloop',
+      () => undefined
+    );
+    const comm = kernel.created[0].comm;
+    comm.onMsg!({
+      content: {
+        comm_id: 'w9',
+        data: { op: 'waiting', cell_id: 'c1', model_id: 'shared1' }
+      }
+    });
+    expect(cell.outputs.length).toBe(2); // not added twice
+    expect(isWaitingModel('shared1')).toBe(true);
+    expect(changes).toBe(1);
+    expect(supersededIndexes(outputs())).toEqual([]);
+    comm.onClose!();
+    expect(isWaitingModel('shared1')).toBe(false);
+    expect(changes).toBe(2);
+    expect(supersededIndexes(outputs())).toEqual([1]);
+    stop();
     cell.dispose();
   });
 });
