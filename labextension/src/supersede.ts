@@ -21,6 +21,8 @@ export const SUPERSEDED_CLASS = 'qloop-superseded';
 export const SUPERSEDED_ATTRIBUTE = 'data-qloop-superseded';
 /** Class of an output area whose superseded outputs are shown anyway. */
 export const SHOW_SUPERSEDED_CLASS = 'qloop-show-superseded';
+/** Class of an output child that is a widget view (an approval card). */
+export const WIDGET_VIEW_CLASS = 'qloop-widget-view';
 /** Class of the toggle in the transcript view. */
 export const TOGGLE_CLASS = 'qloop-live-toggle';
 
@@ -107,9 +109,12 @@ function outputsOf(cell: CodeCell): IOutputLike[] {
 /** Hide what the cell's transcript view supersedes, and show the rest. */
 export function applySuperseded(cell: CodeCell): void {
   const area = cell.outputArea;
-  const hidden = new Set(supersededIndexes(outputsOf(cell)));
+  const outputs = outputsOf(cell);
+  const hidden = new Set(supersededIndexes(outputs));
   area.widgets.forEach((child, index) => {
     child.toggleClass(SUPERSEDED_CLASS, hidden.has(index));
+    const data = outputs[index]?.data ?? {};
+    child.toggleClass(WIDGET_VIEW_CLASS, WIDGET_VIEW_MIME in data);
   });
   if (hidden.size > 0) {
     area.node.setAttribute(SUPERSEDED_ATTRIBUTE, String(hidden.size));

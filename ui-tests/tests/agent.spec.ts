@@ -297,6 +297,31 @@ test.describe('agent cell approval', () => {
       await toggle.click();
       await expect(superseded.first()).toBeHidden();
 
+      // Reopened with a new kernel, which knows none of the saved widgets:
+      // the live output shown again has no card that fails to show.
+      await page.menu.clickMenuItem('Kernel>Shut Down Kernel');
+      await expect(
+        page.locator('.jp-NotebookPanel-toolbar .jp-KernelName')
+      ).toHaveText('No Kernel');
+      await reloadPage(serverPath);
+      const reopened = (await cell(page, AGENT)).locator('.jp-OutputArea');
+      const again = reopened.locator('.qloop-transcript');
+      await expect(again).toHaveAttribute('data-qloop-status', 'completed');
+      await again.locator('.qloop-live-toggle').click();
+      await expect(
+        reopened
+          .locator(':scope > .qloop-superseded:not(.qloop-widget-view)')
+          .first()
+      ).toBeVisible();
+      await expect(
+        reopened.locator('.qloop-answer-body strong:visible')
+      ).toHaveCount(2);
+      // No card that fails to show, or waits for a widget that never comes.
+      expect(await page.locator('.jp-Notebook').innerText()).not.toMatch(
+        /Error displaying widget|Loading widget/
+      );
+      await again.locator('.qloop-live-toggle').click();
+
       // A fresh namespace: only the replay can bring y back.
       await page.menu.clickMenuItem('Kernel>Restart Kernel…');
       await page.locator('.jp-Dialog .jp-mod-accept').click();
@@ -314,7 +339,7 @@ test.describe('agent cell approval', () => {
 
       await expect.poll(() => outputText(page, AFTER)).toBe('43\n');
       await expect(await cell(page, AGENT)).toContainText('replay complete');
-      await expect(area).not.toHaveAttribute('data-qloop-superseded', /.*/); // live again
+      await expect(reopened).not.toHaveAttribute('data-qloop-superseded', /.*/); // live again
       expect(await standIn.requests()).toHaveLength(2);
       const replayed = (await saveAndRead(serverPath)).cells[AGENT];
       expect(replayed.metadata.qloop).toEqual(saved.metadata.qloop);

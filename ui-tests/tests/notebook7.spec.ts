@@ -29,11 +29,7 @@ import {
   minContrast,
   probeContrast
 } from './contrast';
-import {
-  IStandIn,
-  runCodeScript,
-  toolResults
-} from './fixtures';
+import { IStandIn, runCodeScript, toolResults } from './fixtures';
 import {
   INotebook7,
   approvalCard,
@@ -354,9 +350,25 @@ for (const theme of THEMES) {
         await expect(toggle).toHaveText('show the live output of this turn');
         await toggle.click();
         await expect(toggle).toHaveAttribute('aria-pressed', 'true');
-        await expect(superseded.first()).toBeVisible();
+        const notCards = area.locator(
+          ':scope > .qloop-superseded:not(.qloop-widget-view)'
+        );
+        await expect(notCards.first()).toBeVisible();
+        if (reopen === 'reload') {
+          // The kernel still has the card's widget: it shows again too.
+          await expect(
+            area.locator(':scope > .qloop-widget-view .qloop-approval-card')
+          ).toBeVisible();
+        }
+        // Shown again, the live output has no card the kernel lost either.
+        await expect(
+          area.locator('.qloop-answer-body strong:visible')
+        ).toHaveCount(2);
+        expect(await page.locator('.jp-Notebook').innerText()).not.toMatch(
+          /Error displaying widget|Loading widget/
+        );
         await toggle.click();
-        await expect(superseded.first()).toBeHidden();
+        await expect(notCards.first()).toBeHidden();
       }
 
       // Copy to cell: the step becomes an ordinary cell below the agent cell.
