@@ -18,6 +18,7 @@ import ast
 import hashlib
 import importlib.metadata
 import platform
+import re
 import sys
 import types
 from collections.abc import Iterable, Mapping
@@ -354,13 +355,20 @@ CHANGES_HEADING = "namespace changes:"
 """Heading of the section a code step's result ends with (what it changed in the namespace)."""
 
 
+_IMAGE_COUNT = re.compile(r"\d+ (more )?image(s|\(s\))? (not )?attached\b.*")
+"""The line a code step's result gives the count of its figures in, in any wording a record was
+saved with ('1 image(s) attached.', '1 image attached.'): the figures are compared by hash."""
+
+
 def _normalised(text: str) -> str:
     """A step's own output: without the namespace-changes section, which the variable checks
-    compare (records saved before the section existed lack it), and trailing spaces."""
+    compare (records saved before the section existed lack it), the figure-count line, and
+    trailing spaces."""
     own, found, _ = text.rpartition(f"\n\n{CHANGES_HEADING}\n")
     if not found:
         own = text
-    return "\n".join(line.rstrip() for line in own.strip().splitlines())
+    lines = (line.rstrip() for line in own.strip().splitlines())
+    return "\n".join(line for line in lines if not _IMAGE_COUNT.fullmatch(line)).strip()
 
 
 def output_differences(step: ToolCallRecord, text: str, image_hashes: list[str]) -> list[str]:
