@@ -334,6 +334,11 @@ test.describe('agent cell approval', () => {
       );
       await expect(card.locator('.qloop-code')).toHaveText('y = 42');
       await expect(button(card, 'Always allow')).toHaveCount(0);
+      // The line above the card: no model is called now, and what the
+      // original turn cost.
+      expect((await reopened.innerText()).replace(/\s+/g, ' ')).toMatch(
+        /replaying the saved turn: 1 code step, no model call now \(the original turn: 2 model calls[^)]*\$[\d.]+\)/
+      );
       await button(card, 'Approve').click();
       await waitForIdleKernel(page);
 

@@ -77,6 +77,11 @@ for (const theme of ['JupyterLab Light', 'JupyterLab Dark']) {
       );
       await expect(denied).not.toContainText('The user denied');
       await expect(denied).not.toContainText('Take the reason into account');
+      // The status line counts model calls as such (no "turn 2/20").
+      await expect(denied.locator('.qloop-live-status-text')).toContainText(
+        /model call 2\/20/
+      );
+      await expect(denied).not.toContainText(/turn \d+\/\d+/);
       expect(await standIn.requests()).toHaveLength(2);
 
       const failed = await runCell(
