@@ -3,12 +3,14 @@
 The stand-in accounts for cache breakpoints like the API does (each model's minimum cacheable prefix, the
 20-block lookback), so this measures where qloop places its breakpoints. The tool's result is data-sized
 (about 500 tokens, like a column summary of a real frame); the request carries the four built-in
-tools too. Target: >= 85% of input tokens from cache,
-turn 2 on.
+tools too.
 
-Beside it, the most any placement could read: a request can only read a prefix it shares with an
-earlier request, and only if that prefix reaches the model's minimum (the cache is written nowhere
-else), so each request's ceiling is its longest such shared prefix, whatever the breakpoints.
+The most any placement could read: a request can only read a prefix it shares with an earlier
+request, and only if that prefix reaches the model's minimum (the cache is written nowhere else), so
+each request's ceiling is its longest such shared prefix, whatever the breakpoints. Target: from
+turn 2 on, every request reads all of its ceiling from cache. The share of all input tokens read
+from cache is printed beside it: it is bounded by the ceiling (81.9 % on this session, whose first
+request is below Sonnet's 1,024-token minimum), so it cannot serve as the target itself.
 Run: ``python bench/cache_ratio.py``.
 """
 
@@ -94,8 +96,13 @@ def main() -> int:
     print(f"the most any breakpoints could read, turns 2-{TURNS}: {ceiling:.1%} (request 1, "
           f"{all_input(usages[0]):,} tokens, is below the {minimum:,}-token minimum: nothing "
           f"of it is cached, so request 2 reads nothing)")  # fmt: skip
-    print(f"cache-read share of input tokens, turns 2-{TURNS}: {read / total:.1%} (target >= 85%)")
-    return 0 if read / total >= 0.85 else 1
+    short = [n for n, (u, c) in enumerate(zip(usages, ceilings, strict=True), 1)
+             if n > 1 and u["cache_read_input_tokens"] < c]  # fmt: skip
+    tail = usages[2:]
+    print(f"cache-read share of input tokens, turns 2-{TURNS}: {read / total:.1%}; turns "
+          f"3-{TURNS}: {sum(u['cache_read_input_tokens'] for u in tail) / sum(map(all_input, tail)):.1%}")  # fmt: skip
+    print(f"requests reading less than they could: {len(short)} {short} (target: 0)")
+    return 0 if not short else 1
 
 
 if __name__ == "__main__":
