@@ -3,7 +3,8 @@
  * card shows at the click, after an edit typed key by key; "Always allow"
  * grants the class of what ran, for the scope chosen on the card, and a grant
  * for "this notebook" is saved in the notebook, announced when it opens and
- * applied when its cells run again (here: the replay of the saved turn).
+ * applied when its cells run again (here: the replay of the saved turn). The
+ * edit and the 360 px page run in JupyterLab Light and Dark.
  *
  * approval_edit.ipynb: load, "%%agent Set a title.", print(title, subtitle).
  * approval_grants.ipynb: load, "%%agent Set n.", print(n).
@@ -24,6 +25,7 @@ import {
 
 const AGENT = 1;
 const AFTER = 2;
+const THEMES = ['JupyterLab Light', 'JupyterLab Dark'];
 
 /** The model runs each of `codes` in turn, then answers. */
 function script(...codes: string[]): StandInItem[] {
@@ -54,76 +56,79 @@ async function firstCard(
 test.describe('the approval card is the contract', () => {
   test.use({ viewport: { width: 1280, height: 900 } });
 
-  test('an edit typed key by key, then Always allow, runs the edit and grants its class', async ({
-    page,
-    openNotebook,
-    runAll,
-    standIn
-  }) => {
-    await standIn.reset(
-      script('title = "MODEL"', 'subtitle = title + "!"', 'del title')
-    );
-    await openNotebook('approval_edit.ipynb');
+  for (const theme of THEMES) {
+    test(`an edit typed key by key, then Always allow, runs the edit and grants its class (${theme})`, async ({
+      page,
+      openNotebook,
+      runAll,
+      standIn
+    }) => {
+      await page.theme.setTheme(theme);
+      await standIn.reset(
+        script('title = "MODEL"', 'subtitle = title + "!"', 'del title')
+      );
+      await openNotebook('approval_edit.ipynb');
 
-    const card = await firstCard(page, runAll);
-    await expect(card).toContainText('title = "MODEL"');
-    await expect(card.locator('.qloop-risk').first()).toHaveText('write');
-    await expect(card.locator('.qloop-card-reasons')).toContainText(
-      'line 1: creates title'
-    );
-    await expect(card.locator('select')).toHaveValue(/.+/);
-    await button(card, 'Edit').click();
-    const editor = card.locator('textarea');
-    await expect(editor).toBeVisible();
-    // One version of the code on screen: the editor replaces the model's.
-    await expect(card).toContainText('editing: the text below is what runs');
-    await expect(card).not.toContainText('title = "MODEL"');
-    await editor.click();
-    await page.keyboard.press('Control+A');
-    await page.keyboard.type('title = "EDITED"');
-    await button(card, 'Always allow').click();
+      const card = await firstCard(page, runAll);
+      await expect(card).toContainText('title = "MODEL"');
+      await expect(card.locator('.qloop-risk').first()).toHaveText('write');
+      await expect(card.locator('.qloop-card-reasons')).toContainText(
+        'line 1: creates title'
+      );
+      await expect(card.locator('select')).toHaveValue(/.+/);
+      await button(card, 'Edit').click();
+      const editor = card.locator('textarea');
+      await expect(editor).toBeVisible();
+      // One version of the code on screen: the editor replaces the model's.
+      await expect(card).toContainText('editing: the text below is what runs');
+      await expect(card).not.toContainText('title = "MODEL"');
+      await editor.click();
+      await page.keyboard.press('Control+A');
+      await page.keyboard.type('title = "EDITED"');
+      await button(card, 'Always allow').click();
 
-    // The second step is 'write' too and runs under the grant; the third
-    // deletes a variable, which the grant does not cover: it asks.
-    const cards = await approvalCard(page, AGENT);
-    await expect(cards).toHaveCount(2, { timeout: 60000 });
-    await button(cards.nth(1), 'Deny').click();
-    await waitForIdleKernel(page);
+      // The second step is 'write' too and runs under the grant; the third
+      // deletes a variable, which the grant does not cover: it asks.
+      const cards = await approvalCard(page, AGENT);
+      await expect(cards).toHaveCount(2, { timeout: 60000 });
+      await button(cards.nth(1), 'Deny').click();
+      await waitForIdleKernel(page);
 
-    await expect.poll(() => outputText(page, AFTER)).toBe('EDITED EDITED!\n');
-    await expect(card.locator('.qloop-card-decision')).toHaveText(
-      "✔ approved with your edits (run_code 'read' and 'write' steps always allowed for this session)"
-    );
-    // Folded to one line: the decision, the tool, the first line of what ran.
-    const folded = card.locator('.qloop-card-folded');
-    await expect(folded.locator('summary')).toHaveText(
-      /^✔ approved with your edits .* · run_code · title = "EDITED" · \d+\.\d s$/
-    );
-    await expect(card.locator('.qloop-card-buttons')).toBeHidden();
-    await expect(card.locator('textarea')).toBeHidden();
-    const details = folded.locator('.qloop-card-details');
-    await expect(details).toBeHidden();
-    await folded.locator('summary').click();
-    await expect(details).toBeVisible();
-    await expect(details).toContainText(
-      /your edit, which is what runs:\s*title = "EDITED"/
-    );
-    // The model's version is shown only as the line the edit removed.
-    await expect(details.locator('.qloop-diff-del')).toHaveText(
-      '-title = "MODEL"'
-    );
-    await expect(details.locator('.qloop-diff-add')).toHaveText(
-      '+title = "EDITED"'
-    );
-    await expect(await cell(page, AGENT)).toContainText(
-      "runs without asking: granted: run_code 'read' and 'write' steps, this session"
-    );
-    const requests = await standIn.requests();
-    expect(requests).toHaveLength(4);
-    const told = JSON.stringify(toolResults(requests[1])[0].content);
-    expect(told).toContain('the user edited the input before approving');
-    expect(told).toContain('EDITED');
-  });
+      await expect.poll(() => outputText(page, AFTER)).toBe('EDITED EDITED!\n');
+      await expect(card.locator('.qloop-card-decision')).toHaveText(
+        "✔ approved with your edits (run_code 'read' and 'write' steps always allowed for this session)"
+      );
+      // Folded to one line: the decision, the tool, the first line of what ran.
+      const folded = card.locator('.qloop-card-folded');
+      await expect(folded.locator('summary')).toHaveText(
+        /^✔ approved with your edits .* · run_code · title = "EDITED" · \d+\.\d s$/
+      );
+      await expect(card.locator('.qloop-card-buttons')).toBeHidden();
+      await expect(card.locator('textarea')).toBeHidden();
+      const details = folded.locator('.qloop-card-details');
+      await expect(details).toBeHidden();
+      await folded.locator('summary').click();
+      await expect(details).toBeVisible();
+      await expect(details).toContainText(
+        /your edit, which is what runs:\s*title = "EDITED"/
+      );
+      // The model's version is shown only as the line the edit removed.
+      await expect(details.locator('.qloop-diff-del')).toHaveText(
+        '-title = "MODEL"'
+      );
+      await expect(details.locator('.qloop-diff-add')).toHaveText(
+        '+title = "EDITED"'
+      );
+      await expect(await cell(page, AGENT)).toContainText(
+        "runs without asking: granted: run_code 'read' and 'write' steps, this session"
+      );
+      const requests = await standIn.requests();
+      expect(requests).toHaveLength(4);
+      const told = JSON.stringify(toolResults(requests[1])[0].content);
+      expect(told).toContain('the user edited the input before approving');
+      expect(told).toContain('EDITED');
+    });
+  }
 
   test('what is typed on the card reaches the kernel whole: two edits, a reason', async ({
     page,
@@ -231,61 +236,68 @@ test.describe('the approval card is the contract', () => {
   test.describe('on a phone-sized page', () => {
     test.use({ viewport: { width: 360, height: 800 } });
 
-    test('at 360 px every control shows whole, and the decided card is one line', async ({
-      page,
-      openNotebook,
-      runAll,
-      standIn
-    }) => {
-      const long =
-        'revenue_by_region = df.groupby("region")["revenue"].sum().sort_values()';
-      await standIn.reset(script(long));
-      await openNotebook('approval_edit.ipynb');
+    for (const theme of THEMES) {
+      test(`at 360 px every control shows whole, and the decided card is one line (${theme})`, async ({
+        page,
+        openNotebook,
+        runAll,
+        standIn
+      }) => {
+        await page.theme.setTheme(theme);
+        const long =
+          'revenue_by_region = df.groupby("region")["revenue"].sum().sort_values()';
+        await standIn.reset(script(long));
+        await openNotebook('approval_edit.ipynb');
 
-      await page.sidebar.close('left');
-      await page.sidebar.close('right');
-      const card = await firstCard(page, runAll);
-      const box = await card.boundingBox();
-      expect(box).not.toBeNull();
-      const controls = card.locator('.qloop-card-buttons > *');
-      const count = await controls.count();
-      expect(count).toBeGreaterThanOrEqual(5);
-      for (let i = 0; i < count; i++) {
-        const control = controls.nth(i);
-        const own = await control.boundingBox();
-        expect(own).not.toBeNull();
-        // Inside the card (the row wraps instead of cutting)...
-        expect(own!.x).toBeGreaterThanOrEqual(box!.x - 1);
-        expect(own!.x + own!.width).toBeLessThanOrEqual(box!.x + box!.width + 1);
-        // ...and its label not cut off.
-        const cut = await control.evaluate(
-          node =>
-            Array.from(node.querySelectorAll('button, select, input')).some(
-              el => el.scrollWidth > el.clientWidth + 1
-            ) && node.tagName !== 'INPUT'
+        await page.sidebar.close('left');
+        await page.sidebar.close('right');
+        const card = await firstCard(page, runAll);
+        const box = await card.boundingBox();
+        expect(box).not.toBeNull();
+        const controls = card.locator('.qloop-card-buttons > *');
+        const count = await controls.count();
+        expect(count).toBeGreaterThanOrEqual(5);
+        for (let i = 0; i < count; i++) {
+          const control = controls.nth(i);
+          const own = await control.boundingBox();
+          expect(own).not.toBeNull();
+          // Inside the card (the row wraps instead of cutting)...
+          expect(own!.x).toBeGreaterThanOrEqual(box!.x - 1);
+          expect(own!.x + own!.width).toBeLessThanOrEqual(
+            box!.x + box!.width + 1
+          );
+          // ...and its label not cut off.
+          const cut = await control.evaluate(
+            node =>
+              Array.from(node.querySelectorAll('button, select, input')).some(
+                el => el.scrollWidth > el.clientWidth + 1
+              ) && node.tagName !== 'INPUT'
+          );
+          expect(cut).toBe(false);
+        }
+        const reason = card.locator('.qloop-card-buttons input[type="text"]');
+        expect((await reason.boundingBox())!.width).toBeGreaterThanOrEqual(120);
+        // Code keeps its lines (scrolls sideways), never wraps letter by letter.
+        const pre = card.locator('.qloop-code pre');
+        expect(
+          await pre.evaluate(node => getComputedStyle(node).whiteSpace)
+        ).toBe('pre');
+        expect((await pre.boundingBox())!.height).toBeLessThan(60);
+
+        await button(card, 'Approve').click();
+        // (The narrow status bar hides the kernel's status: wait for the answer.)
+        await expect(await cell(page, AGENT)).toContainText('Done.', {
+          timeout: 60000
+        });
+        const summary = card.locator('.qloop-card-folded > summary');
+        await expect(summary).toBeVisible();
+        await expect(summary).toContainText(
+          '✔ approved · run_code · revenue_by'
         );
-        expect(cut).toBe(false);
-      }
-      const reason = card.locator('.qloop-card-buttons input[type="text"]');
-      expect((await reason.boundingBox())!.width).toBeGreaterThanOrEqual(120);
-      // Code keeps its lines (scrolls sideways), never wraps letter by letter.
-      const pre = card.locator('.qloop-code pre');
-      expect(
-        await pre.evaluate(node => getComputedStyle(node).whiteSpace)
-      ).toBe('pre');
-      expect((await pre.boundingBox())!.height).toBeLessThan(60);
-
-      await button(card, 'Approve').click();
-      // (The narrow status bar hides the kernel's status: wait for the answer.)
-      await expect(await cell(page, AGENT)).toContainText('Done.', {
-        timeout: 60000
+        // One line: the summary is no taller than a line of its text.
+        expect((await summary.boundingBox())!.height).toBeLessThan(30);
+        expect((await card.boundingBox())!.height).toBeLessThan(40);
       });
-      const summary = card.locator('.qloop-card-folded > summary');
-      await expect(summary).toBeVisible();
-      await expect(summary).toContainText('✔ approved · run_code · revenue_by');
-      // One line: the summary is no taller than a line of its text.
-      expect((await summary.boundingBox())!.height).toBeLessThan(30);
-      expect((await card.boundingBox())!.height).toBeLessThan(40);
-    });
+    }
   });
 });

@@ -7,6 +7,8 @@
  *   waits); Approve runs the code, then the next cell; the decided card folds
  *   to one line;
  * - Deny with a reason runs nothing;
+ * - Edit swaps the code for an editor; the edited code runs, and the folded
+ *   card shows the change;
  * - a page reloaded while the card waits shows the card again, and its
  *   Approve ends the wait;
  * - a saved turn reopened shows one rendering of the turn, the transcript
@@ -239,6 +241,47 @@ for (const theme of THEMES) {
           .locator('.qloop-answer-body:visible')
           .filter({ hasText: 'Understood' })
       ).toHaveText('Understood, y is unchanged.');
+    });
+
+    test('Edit swaps the code for an editor; the edit runs, and the folded card shows what changed', async ({
+      notebook7,
+      standIn
+    }) => {
+      const page = notebook7.page;
+      await standIn.reset(SET_Y);
+      await openInTheme(notebook7, theme);
+
+      const card = await runAllUntilCard(page);
+      await button(card, 'Edit').click();
+      const editor = card.locator('textarea');
+      await expect(editor).toBeVisible();
+      // One version of the code on screen: the editor replaces the model's.
+      await expect(card).toContainText('editing: the text below is what runs');
+      await expect(card.locator('.qloop-code')).toBeHidden();
+      await editor.click();
+      await page.keyboard.press('Control+A');
+      // Typed key by key: Notebook 7's command-mode shortcuts leave the box alone.
+      await page.keyboard.type('y = 7');
+      await button(card, 'Approve').click();
+      await waitForIdleKernel(page);
+
+      await expect.poll(() => stdoutOf(page, AFTER)).toBe('8\n');
+      const folded = card.locator('.qloop-card-folded');
+      await expect(folded.locator('summary')).toHaveText(
+        /^✔ approved with your edits · run_code · y = 7 · \d+\.\d s$/
+      );
+      await expect(card.locator('textarea')).toBeHidden();
+      await folded.locator('summary').click();
+      const details = folded.locator('.qloop-card-details');
+      await expect(details).toContainText(
+        /your edit, which is what runs:\s*y = 7/
+      );
+      await expect(details.locator('.qloop-diff-del')).toHaveText('-y = 42');
+      await expect(details.locator('.qloop-diff-add')).toHaveText('+y = 7');
+      const requests = await standIn.requests();
+      expect(requests).toHaveLength(2);
+      const told = JSON.stringify(toolResults(requests[1])[0].content);
+      expect(told).toContain('the user edited the input before approving');
     });
 
     test('a page reloaded while the card waits shows it again; its Approve runs the step', async ({
