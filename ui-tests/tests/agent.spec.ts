@@ -3,7 +3,8 @@
  * kernel, with the Messages API stand-in as the model.
  *
  * agent_cell.ipynb: cell 0 loads the extension, cell 1 is the agent cell
- * "Set y to 42.", cell 2 prints `y + 1`.
+ * "Set y to 42.", cell 2 prints `y + 1`. The reload while the card waits and
+ * the reopened saved turn run in JupyterLab Light and Dark.
  */
 import * as path from 'path';
 import { IJupyterLabPageFixture } from '@jupyterlab/galata';
@@ -24,6 +25,7 @@ import {
   waitForIdleKernel
 } from './fixtures';
 
+const THEMES = ['JupyterLab Light', 'JupyterLab Dark'];
 const NOTEBOOK = 'agent_cell.ipynb';
 const AGENT = 1;
 const AFTER = 2;
@@ -211,143 +213,156 @@ test.describe('agent cell approval', () => {
       await expect.poll(() => outputText(page, AFTER)).toBe('False 42\n');
     });
 
-    test('a page reloaded while the card waits shows it again; its Approve runs the step', async ({
-      page,
-      openNotebook,
-      reloadPage,
-      runAll,
-      standIn
-    }) => {
-      await standIn.reset(SET_Y);
-      const serverPath = await openNotebook(NOTEBOOK);
-      await runAllUntilCard(page, runAll, 'run_code');
-
-      // Unsaved: the reloaded page gets nothing of the card from the file.
-      await reloadPage(serverPath);
-      const card = (await approvalCard(page, AGENT)).filter({
-        hasText: 'run_code wants to run — approve?'
-      });
-      await expect(card).toBeVisible({ timeout: 30000 });
-      await expect(card.locator('.qloop-code')).toHaveText('y = 42');
-      const area = (await cell(page, AGENT)).locator('.jp-OutputArea');
-      await expect(area).not.toContainText('Error displaying widget');
-      await button(card, 'Approve').click();
-      await expect(card.locator('.qloop-card-decision')).toHaveText(/approved/);
-      // The record reaches this page's cell metadata through the kernel's comm.
-      await expect
-        .poll(() => markerOf(page, AGENT), { timeout: 30000 })
-        .toMatchObject({ status: 'completed' });
-      await waitForIdleKernel(page);
-      await page.notebook.setCell(AFTER, 'code', 'print(y + 1)');
-      await page.notebook.runCell(AFTER, { inplace: true });
-      await expect.poll(() => outputText(page, AFTER)).toBe('43\n');
-      await expectApprovedRun(standIn);
-    });
-
-    test('a saved turn shows after a reload and replays after a restart without the model', async ({
-      page,
-      openNotebook,
-      reloadPage,
-      runAll,
-      saveAndRead,
-      standIn
-    }) => {
-      await standIn.reset(SET_Y);
-      const serverPath = await openNotebook(NOTEBOOK);
-      await approveSetY(page, runAll);
-      await expectApprovedRun(standIn);
-
-      const saved = (await saveAndRead(serverPath)).cells[AGENT];
-      expect(saved.metadata.qloop).toMatchObject({
-        schema_version: 2,
-        cell_id: saved.id,
-        prompt: PROMPT,
-        status: 'completed',
-        answer: 'Done: `y` is **42**.'
-      });
-      expect(saved.metadata.qloop.tool_calls[0].input).toEqual({
-        code: 'y = 42'
-      });
-
-      await reloadPage(serverPath);
-      const view = (await cell(page, AGENT)).locator('.qloop-transcript');
-      await expect(view).toHaveAttribute('data-qloop-status', 'completed');
-      await expect(view).not.toHaveClass(/qloop-transcript-live/); // in full after a reload
-      await expect(view.locator('pre.qloop-tool-input')).toHaveText('y = 42');
-      await expect(view.locator('.qloop-decision')).toHaveText('approved');
-      await expect(view.locator('.qloop-answer-body strong')).toHaveText('42');
-      // One rendering of the turn: the view hides the saved live output it repeats.
-      const area = (await cell(page, AGENT)).locator('.jp-OutputArea');
-      const children = area.locator(':scope > .jp-OutputArea-child');
-      const superseded = area.locator(':scope > .qloop-superseded');
-      expect(await children.count()).toBeGreaterThan(2);
-      await expect(superseded).toHaveCount((await children.count()) - 1);
-      await expect(
-        area.locator(':scope > .jp-OutputArea-child:visible')
-      ).toHaveCount(1);
-      await expect(area).not.toContainText('Error displaying widget');
-      await expect(
-        area.locator('.qloop-answer-body strong:visible')
-      ).toHaveCount(1);
-      const toggle = view.locator('.qloop-live-toggle');
-      await expect(toggle).toHaveText('show the live output of this turn');
-      await toggle.click();
-      await expect(toggle).toHaveAttribute('aria-pressed', 'true');
-      await expect(superseded.first()).toBeVisible();
-      await toggle.click();
-      await expect(superseded.first()).toBeHidden();
-
-      // Reopened with a new kernel, which knows none of the saved widgets:
-      // the live output shown again has no card that fails to show.
-      await page.menu.clickMenuItem('Kernel>Shut Down Kernel');
-      await expect(
-        page.locator('.jp-NotebookPanel-toolbar .jp-KernelName')
-      ).toHaveText('No Kernel');
-      await reloadPage(serverPath);
-      const reopened = (await cell(page, AGENT)).locator('.jp-OutputArea');
-      const again = reopened.locator('.qloop-transcript');
-      await expect(again).toHaveAttribute('data-qloop-status', 'completed');
-      await again.locator('.qloop-live-toggle').click();
-      await expect(
-        reopened
-          .locator(':scope > .qloop-superseded:not(.qloop-widget-view)')
-          .first()
-      ).toBeVisible();
-      await expect(
-        reopened.locator('.qloop-answer-body strong:visible')
-      ).toHaveCount(2);
-      // No card that fails to show, or waits for a widget that never comes.
-      expect(await page.locator('.jp-Notebook').innerText()).not.toMatch(
-        /Error displaying widget|Loading widget/
-      );
-      await again.locator('.qloop-live-toggle').click();
-
-      // A fresh namespace: only the replay can bring y back.
-      await page.menu.clickMenuItem('Kernel>Restart Kernel…');
-      await page.locator('.jp-Dialog .jp-mod-accept').click();
-      await waitForIdleKernel(page);
-
-      const card = await runAllUntilCard(
+    for (const theme of THEMES) {
+      test(`a page reloaded while the card waits shows it again; its Approve runs the step (${theme})`, async ({
         page,
+        openNotebook,
+        reloadPage,
         runAll,
-        'Replay 1 saved code step'
-      );
-      await expect(card.locator('.qloop-code')).toHaveText('y = 42');
-      await expect(button(card, 'Always allow')).toHaveCount(0);
-      // The line above the card: no model is called now, and what the
-      // original turn cost.
-      expect((await reopened.innerText()).replace(/\s+/g, ' ')).toMatch(
-        /replaying the saved turn: 1 code step, no model call now \(the original turn: 2 model calls[^)]*\$[\d.]+\)/
-      );
-      await button(card, 'Approve').click();
-      await waitForIdleKernel(page);
+        standIn
+      }) => {
+        await page.theme.setTheme(theme);
+        await standIn.reset(SET_Y);
+        const serverPath = await openNotebook(NOTEBOOK);
+        await runAllUntilCard(page, runAll, 'run_code');
 
-      await expect.poll(() => outputText(page, AFTER)).toBe('43\n');
-      await expect(await cell(page, AGENT)).toContainText('replay complete');
-      await expect(reopened).not.toHaveAttribute('data-qloop-superseded', /.*/); // live again
-      expect(await standIn.requests()).toHaveLength(2);
-      const replayed = (await saveAndRead(serverPath)).cells[AGENT];
-      expect(replayed.metadata.qloop).toEqual(saved.metadata.qloop);
-    });
+        // Unsaved: the reloaded page gets nothing of the card from the file.
+        await reloadPage(serverPath);
+        const card = (await approvalCard(page, AGENT)).filter({
+          hasText: 'run_code wants to run — approve?'
+        });
+        await expect(card).toBeVisible({ timeout: 30000 });
+        await expect(card.locator('.qloop-code')).toHaveText('y = 42');
+        const area = (await cell(page, AGENT)).locator('.jp-OutputArea');
+        await expect(area).not.toContainText('Error displaying widget');
+        await button(card, 'Approve').click();
+        await expect(card.locator('.qloop-card-decision')).toHaveText(
+          /approved/
+        );
+        // The record reaches this page's cell metadata through the kernel's comm.
+        await expect
+          .poll(() => markerOf(page, AGENT), { timeout: 30000 })
+          .toMatchObject({ status: 'completed' });
+        await waitForIdleKernel(page);
+        await page.notebook.setCell(AFTER, 'code', 'print(y + 1)');
+        await page.notebook.runCell(AFTER, { inplace: true });
+        await expect.poll(() => outputText(page, AFTER)).toBe('43\n');
+        await expectApprovedRun(standIn);
+      });
+    }
+
+    for (const theme of THEMES) {
+      test(`a saved turn shows after a reload and replays after a restart without the model (${theme})`, async ({
+        page,
+        openNotebook,
+        reloadPage,
+        runAll,
+        saveAndRead,
+        standIn
+      }) => {
+        await page.theme.setTheme(theme);
+        await standIn.reset(SET_Y);
+        const serverPath = await openNotebook(NOTEBOOK);
+        await approveSetY(page, runAll);
+        await expectApprovedRun(standIn);
+
+        const saved = (await saveAndRead(serverPath)).cells[AGENT];
+        expect(saved.metadata.qloop).toMatchObject({
+          schema_version: 2,
+          cell_id: saved.id,
+          prompt: PROMPT,
+          status: 'completed',
+          answer: 'Done: `y` is **42**.'
+        });
+        expect(saved.metadata.qloop.tool_calls[0].input).toEqual({
+          code: 'y = 42'
+        });
+
+        await reloadPage(serverPath);
+        const view = (await cell(page, AGENT)).locator('.qloop-transcript');
+        await expect(view).toHaveAttribute('data-qloop-status', 'completed');
+        await expect(view).not.toHaveClass(/qloop-transcript-live/); // in full after a reload
+        await expect(view.locator('pre.qloop-tool-input')).toHaveText('y = 42');
+        await expect(view.locator('.qloop-decision')).toHaveText('approved');
+        await expect(view.locator('.qloop-answer-body strong')).toHaveText(
+          '42'
+        );
+        // One rendering of the turn: the view hides the saved live output it repeats.
+        const area = (await cell(page, AGENT)).locator('.jp-OutputArea');
+        const children = area.locator(':scope > .jp-OutputArea-child');
+        const superseded = area.locator(':scope > .qloop-superseded');
+        expect(await children.count()).toBeGreaterThan(2);
+        await expect(superseded).toHaveCount((await children.count()) - 1);
+        await expect(
+          area.locator(':scope > .jp-OutputArea-child:visible')
+        ).toHaveCount(1);
+        await expect(area).not.toContainText('Error displaying widget');
+        await expect(
+          area.locator('.qloop-answer-body strong:visible')
+        ).toHaveCount(1);
+        const toggle = view.locator('.qloop-live-toggle');
+        await expect(toggle).toHaveText('show the live output of this turn');
+        await toggle.click();
+        await expect(toggle).toHaveAttribute('aria-pressed', 'true');
+        await expect(superseded.first()).toBeVisible();
+        await toggle.click();
+        await expect(superseded.first()).toBeHidden();
+
+        // Reopened with a new kernel, which knows none of the saved widgets:
+        // the live output shown again has no card that fails to show.
+        await page.menu.clickMenuItem('Kernel>Shut Down Kernel');
+        await expect(
+          page.locator('.jp-NotebookPanel-toolbar .jp-KernelName')
+        ).toHaveText('No Kernel');
+        await reloadPage(serverPath);
+        const reopened = (await cell(page, AGENT)).locator('.jp-OutputArea');
+        const again = reopened.locator('.qloop-transcript');
+        await expect(again).toHaveAttribute('data-qloop-status', 'completed');
+        await again.locator('.qloop-live-toggle').click();
+        await expect(
+          reopened
+            .locator(':scope > .qloop-superseded:not(.qloop-widget-view)')
+            .first()
+        ).toBeVisible();
+        await expect(
+          reopened.locator('.qloop-answer-body strong:visible')
+        ).toHaveCount(2);
+        // No card that fails to show, or waits for a widget that never comes.
+        expect(await page.locator('.jp-Notebook').innerText()).not.toMatch(
+          /Error displaying widget|Loading widget/
+        );
+        await again.locator('.qloop-live-toggle').click();
+
+        // A fresh namespace: only the replay can bring y back.
+        await page.menu.clickMenuItem('Kernel>Restart Kernel…');
+        await page.locator('.jp-Dialog .jp-mod-accept').click();
+        await waitForIdleKernel(page);
+
+        const card = await runAllUntilCard(
+          page,
+          runAll,
+          'Replay 1 saved code step'
+        );
+        await expect(card.locator('.qloop-code')).toHaveText('y = 42');
+        await expect(button(card, 'Always allow')).toHaveCount(0);
+        // The line above the card: no model is called now, and what the
+        // original turn cost.
+        expect((await reopened.innerText()).replace(/\s+/g, ' ')).toMatch(
+          /replaying the saved turn: 1 code step, no model call now \(the original turn: 2 model calls[^)]*\$[\d.]+\)/
+        );
+        await button(card, 'Approve').click();
+        await waitForIdleKernel(page);
+
+        await expect.poll(() => outputText(page, AFTER)).toBe('43\n');
+        await expect(await cell(page, AGENT)).toContainText('replay complete');
+        await expect(reopened).not.toHaveAttribute(
+          'data-qloop-superseded',
+          /.*/
+        ); // live again
+        expect(await standIn.requests()).toHaveLength(2);
+        const replayed = (await saveAndRead(serverPath)).cells[AGENT];
+        expect(replayed.metadata.qloop).toEqual(saved.metadata.qloop);
+      });
+    }
   });
 });
