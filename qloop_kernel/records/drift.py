@@ -357,7 +357,8 @@ CHANGES_HEADING = "namespace changes:"
 
 _IMAGE_COUNT = re.compile(r"\d+ (more )?image(s|\(s\))? (not )?attached\b.*")
 """The line a code step's result gives the count of its figures in, in any wording a record was
-saved with ('1 image(s) attached.', '1 image attached.'): the figures are compared by hash."""
+saved with ('1 image attached.', and the earlier one with a parenthesised plural): the figures are
+compared by hash."""
 
 
 def _normalised(text: str) -> str:
