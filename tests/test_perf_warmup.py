@@ -89,3 +89,25 @@ def test_an_agent_cell_right_after_load_runs() -> None:
         cell = lab.execute("%%agent\nSay hello.", cell_id="first")
         assert lab.complete(cell, 120)["content"]["status"] == "ok"
         assert len(api.requests) == 1
+
+
+POOL = "from qloop_kernel import model as _m\nprint([id(c) for c in _m._clients._clients.values()])"
+
+
+@pytest.mark.kernel
+def test_the_first_agent_cell_takes_the_client_the_warm_up_built() -> None:
+    with (
+        StandInAPI([Reply([text("Hello from the first cell.")])]) as api,
+        LabKernel(api.environment()) as lab,
+    ):
+        lab.run("%load_ext qloop_kernel")
+        deadline = time.monotonic() + 60
+        while "True" not in lab.run(DONE):
+            assert time.monotonic() < deadline, "the warm-up did not finish"
+            time.sleep(0.2)
+        built = lab.run(POOL).strip()
+        assert built.count(",") == 0 and built != "[]", built  # one client, kept
+        cell = lab.execute("%%agent\nSay hello.", cell_id="first")
+        assert lab.complete(cell, 120)["content"]["status"] == "ok"
+        assert len(api.requests) == 1
+        assert lab.run(POOL).strip() == built  # the turn took it: no client built for the cell

@@ -41,11 +41,23 @@ PAUSE_WAIT_S = 10.0  # a cell waits at most this long for the module being impor
 
 
 def _client_parts() -> None:
-    """What the SDK imports lazily on its first request: transports, TLS, the messages resource."""
+    """What the SDK imports lazily on its first request (transports, TLS, the messages resource),
+    and the client an agent turn on the configured platform takes: built into the kernel's pool,
+    where the first turn finds it. A platform whose clients are not kept, or one that cannot be
+    set up yet, gets a throwaway client for the imports."""
     import anthropic
 
+    from ..model import warm_client
+    from ..providers import DEFAULT_PROVIDER, provider_from
+
+    name = os.environ.get("QLOOP_PROVIDER", "").strip()
+    try:
+        if warm_client(provider_from(name) if name else DEFAULT_PROVIDER):
+            return
+    except Exception as exc:  # the cell will say what is wrong with the platform
+        log.debug("qloop warm-up could not build the client: %s", exc)
     client = anthropic.Anthropic(api_key="warm-up", base_url="http://127.0.0.1:9", max_retries=0)
-    client.messages  # noqa: B018  # a cached property that imports the resource modules
+    client.messages  # noqa: B018
     client.close()
 
 
