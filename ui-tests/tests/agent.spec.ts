@@ -22,7 +22,8 @@ import {
   runCodeScript,
   test,
   toolResults,
-  waitForIdleKernel
+  waitForIdleKernel,
+  waitForKernelReady
 } from './fixtures';
 
 const THEMES = ['JupyterLab Light', 'JupyterLab Dark'];
@@ -333,7 +334,10 @@ test.describe('agent cell approval', () => {
         );
         await again.locator('.qloop-live-toggle').click();
 
-        // A fresh namespace: only the replay can bring y back.
+        // A fresh namespace: only the replay can bring y back. (The kernel the
+        // reopened page started answers first: a restart while it still
+        // starts can leave the page without one.)
+        await waitForKernelReady(page);
         await page.menu.clickMenuItem('Kernel>Restart Kernel…');
         await page.locator('.jp-Dialog .jp-mod-accept').click();
         await waitForIdleKernel(page);

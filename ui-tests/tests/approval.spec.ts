@@ -20,7 +20,8 @@ import {
   outputText,
   test,
   toolResults,
-  waitForIdleKernel
+  waitForIdleKernel,
+  waitForKernelReady
 } from './fixtures';
 
 const AGENT = 1;
@@ -215,7 +216,9 @@ test.describe('the approval card is the contract', () => {
       ).toBeVisible();
 
       // A fresh kernel: Run All replays the saved turn, and the notebook's
-      // grant covers its step, so no card is shown.
+      // grant covers its step, so no card is shown. (The reloaded page's
+      // kernel answers first: a restart before can leave the page without one.)
+      await waitForKernelReady(page);
       await page.menu.clickMenuItem('Kernel>Restart Kernel…');
       await page.locator('.jp-Dialog .jp-mod-accept').click();
       await waitForIdleKernel(page);

@@ -116,6 +116,27 @@ export async function waitForIdleKernel(
   ).toHaveAttribute('data-status', 'idle', { timeout: 60000 });
 }
 
+/**
+ * Wait until the active notebook has a kernel that answered the page and is
+ * idle. (The execution indicator says "idle" before the page has a kernel:
+ * a page just reloaded must not restart or run anything before this.)
+ */
+export async function waitForKernelReady(
+  page: IJupyterLabPageFixture
+): Promise<void> {
+  await expect
+    .poll(
+      () =>
+        page.evaluate(() => {
+          const panel = (window as any).jupyterapp.shell.currentWidget;
+          const kernel = panel?.sessionContext?.session?.kernel;
+          return kernel ? `${kernel.connectionStatus} ${kernel.status}` : '';
+        }),
+      { timeout: 60000 }
+    )
+    .toBe('connected idle');
+}
+
 /** The locator of cell `index` in the active notebook. */
 export async function cell(
   page: IJupyterLabPageFixture,
