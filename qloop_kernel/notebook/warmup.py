@@ -48,10 +48,11 @@ def _client_parts() -> None:
     import anthropic
 
     from ..model import warm_client
-    from ..settings import settings_from
+    from ..providers import DEFAULT_PROVIDER, provider_from
 
+    name = os.environ.get("QLOOP_PROVIDER", "").strip()
     try:
-        if warm_client(settings_from({}, os.environ).provider):
+        if warm_client(provider_from(name) if name else DEFAULT_PROVIDER):
             return
     except Exception as exc:  # the cell will say what is wrong with the platform
         log.debug("qloop warm-up could not build the client: %s", exc)
