@@ -69,30 +69,6 @@ export function cell(page: Page, index: number): Locator {
   return page.locator('.jp-Notebook .jp-Cell').nth(index);
 }
 
-/** A notebook of code cells with these sources. */
-export function notebookOf(sources: string[]): object {
-  return {
-    cells: sources.map((source, index) => ({
-      cell_type: 'code',
-      execution_count: null,
-      id: `cell-${index}`,
-      metadata: {},
-      outputs: [],
-      source
-    })),
-    metadata: {
-      kernelspec: {
-        display_name: 'Python 3 (ipykernel)',
-        language: 'python',
-        name: 'python3'
-      },
-      language_info: { name: 'python' }
-    },
-    nbformat: 4,
-    nbformat_minor: 5
-  };
-}
-
 /** The approval cards in the outputs of cell `index`. */
 export function approvalCard(page: Page, index: number): Locator {
   return cell(page, index).locator('.qloop-approval-card');
