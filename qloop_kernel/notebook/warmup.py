@@ -48,11 +48,10 @@ def _client_parts() -> None:
     import anthropic
 
     from ..model import warm_client
-    from ..providers import DEFAULT_PROVIDER, provider_from
+    from ..settings import settings_from
 
-    name = os.environ.get("QLOOP_PROVIDER", "").strip()
     try:
-        if warm_client(provider_from(name) if name else DEFAULT_PROVIDER):
+        if warm_client(settings_from({}, os.environ).provider):
             return
     except Exception as exc:  # the cell will say what is wrong with the platform
         log.debug("qloop warm-up could not build the client: %s", exc)
