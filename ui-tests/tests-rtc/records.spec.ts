@@ -41,11 +41,13 @@ import {
   markerOf,
   outputText,
   readNotebook,
+  readNotebookWhenReadable,
   test,
   waitForIdleKernel
 } from '../tests/fixtures';
 
 const MIME = 'application/vnd.qloop.transcript+json';
+const UNREADABLE = 'the contents API did not read the file';
 const PAPERMILL = 'papermill_output.ipynb';
 const PAPERMILL_AGENT = 2; // papermill put its error banner above the cells
 const AGENT_NOTEBOOK = 'agent_cell.ipynb';
@@ -122,9 +124,14 @@ async function expectOnDisk(
   expected: unknown
 ): Promise<void> {
   await expect
-    .poll(async () => check(await readNotebook(request, serverPath)), {
-      timeout: 20000
-    })
+    .poll(
+      async () => {
+        // The server may be writing the file: a read that fails is retried.
+        const file = await readNotebookWhenReadable(request, serverPath);
+        return file === null ? UNREADABLE : check(file);
+      },
+      { timeout: 20000 }
+    )
     .toEqual(expected);
 }
 

@@ -99,9 +99,24 @@ export async function readNotebook(
   request: APIRequestContext,
   serverPath: string
 ): Promise<INotebookFile> {
+  const file = await readNotebookWhenReadable(request, serverPath);
+  expect(file, `the contents API reads ${serverPath}`).not.toBeNull();
+  return file!;
+}
+
+/**
+ * Read a notebook file that may be in the middle of a write: `null` when the
+ * contents API does not answer ok, for a poll to try again.
+ */
+export async function readNotebookWhenReadable(
+  request: APIRequestContext,
+  serverPath: string
+): Promise<INotebookFile | null> {
   const url = `/api/contents/${serverPath.split('/').map(encodeURIComponent).join('/')}`;
   const response = await request.get(`${url}?content=1&type=notebook`);
-  expect(response.ok()).toBe(true);
+  if (!response.ok()) {
+    return null;
+  }
   return (await response.json()).content as INotebookFile;
 }
 

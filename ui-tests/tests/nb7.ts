@@ -23,7 +23,7 @@ import {
   INotebookFile,
   NOTEBOOK_DIR,
   expect,
-  readNotebook,
+  readNotebookWhenReadable,
   test as qloopTest
 } from './fixtures';
 
@@ -67,6 +67,30 @@ interface INotebook7Fixtures {
 /** The notebook's cell `index`. */
 export function cell(page: Page, index: number): Locator {
   return page.locator('.jp-Notebook .jp-Cell').nth(index);
+}
+
+/** A notebook of code cells with these sources. */
+export function notebookOf(sources: string[]): object {
+  return {
+    cells: sources.map((source, index) => ({
+      cell_type: 'code',
+      execution_count: null,
+      id: `cell-${index}`,
+      metadata: {},
+      outputs: [],
+      source
+    })),
+    metadata: {
+      kernelspec: {
+        display_name: 'Python 3 (ipykernel)',
+        language: 'python',
+        name: 'python3'
+      },
+      language_info: { name: 'python' }
+    },
+    nbformat: 4,
+    nbformat_minor: 5
+  };
 }
 
 /** The approval cards in the outputs of cell `index`. */
@@ -330,8 +354,8 @@ export const test = qloopTest.extend<INotebook7Fixtures>({
         let file: INotebookFile | null = null;
         await expect
           .poll(async () => {
-            file = await readNotebook(request, serverPath);
-            return saved(file);
+            file = await readNotebookWhenReadable(request, serverPath);
+            return file !== null && saved(file);
           })
           .toBe(true);
         return file!;

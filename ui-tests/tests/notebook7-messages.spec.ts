@@ -23,36 +23,13 @@ import {
   button,
   cell,
   expect,
+  notebookOf,
   promptOf,
   test,
   waitForIdleKernel
 } from './nb7';
 
 const THEMES = ['JupyterLab Light', 'JupyterLab Dark'];
-
-/** A notebook of code cells with these sources. */
-function notebookOf(sources: string[]): object {
-  return {
-    cells: sources.map((source, index) => ({
-      cell_type: 'code',
-      execution_count: null,
-      id: `cell-${index}`,
-      metadata: {},
-      outputs: [],
-      source
-    })),
-    metadata: {
-      kernelspec: {
-        display_name: 'Python 3 (ipykernel)',
-        language: 'python',
-        name: 'python3'
-      },
-      language_info: { name: 'python' }
-    },
-    nbformat: 4,
-    nbformat_minor: 5
-  };
-}
 
 /** Open `sources` as a notebook in Notebook 7 in `theme`. */
 async function openInTheme(

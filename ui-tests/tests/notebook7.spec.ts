@@ -40,6 +40,7 @@ import {
   expect,
   markerContrast,
   markerOf,
+  notebookOf,
   promptOf,
   runAll,
   stderrOf,
@@ -482,28 +483,7 @@ for (const theme of THEMES) {
       notebook7
     }) => {
       const page = notebook7.page;
-      await notebook7.open('contrast.ipynb', {
-        cells: [
-          {
-            cell_type: 'code',
-            id: 'sample',
-            metadata: {},
-            execution_count: null,
-            outputs: [],
-            source: SAMPLE
-          }
-        ],
-        metadata: {
-          kernelspec: {
-            display_name: 'Python 3 (ipykernel)',
-            language: 'python',
-            name: 'python3'
-          },
-          language_info: { name: 'python' }
-        },
-        nbformat: 4,
-        nbformat_minor: 5
-      });
+      await notebook7.open('contrast.ipynb', notebookOf([SAMPLE]));
       await notebook7.setTheme(theme);
       // Wait for the editor's highlighter to mark every line.
       const content = cell(page, 0).locator('.cm-content');
