@@ -144,6 +144,26 @@ def test_wait_times_out_and_releases_queued_cells(kernel: LabKernel) -> None:
 
 
 @pytest.mark.kernel
+def test_requests_an_ended_wait_handed_back_are_still_queued_for_the_next_look(
+    kernel: LabKernel,
+) -> None:
+    label = unique("First wait")
+    cell = kernel.execute(
+        waiting_cell(label)
+        + "from qloop_kernel.notebook.queued import queued_agent_cells\n"
+        + "print('queued:', [c.cell_id for c in queued_agent_cells()])\n"
+    )
+    button = kernel.wait_for_button(label, parent=cell)
+    kernel.wait_for_output(cell, "waiting")
+    agent = kernel.execute("%%agent\nDouble x.", cell_id="queued-agent-cell")
+    kernel.round_trip(button)  # the agent cell's request is in: held by the first wait
+    kernel.click(button)  # the first wait ends and hands it back; the cell still runs
+    assert kernel.complete(cell)["content"]["status"] == "ok"
+    assert "queued: ['queued-agent-cell']" in kernel.stdout(cell)
+    kernel.complete(agent)  # it then runs (an error here: the extension is not loaded)
+
+
+@pytest.mark.kernel
 def test_comms_opened_and_closed_by_the_frontend_are_handled_during_the_wait(
     kernel: LabKernel,
 ) -> None:

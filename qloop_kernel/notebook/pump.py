@@ -221,6 +221,9 @@ class ShellPump:
         self._owner = channel_thread.parent_thread
         self._waker = _Waker()
         self._held: list[list[Any]] = []
+        # Handed back by an ended wait and scheduled on the event loop, not yet dispatched: a
+        # later wait in the same cell still sees them as queued (notebook/queued.py).
+        self._handed_back: list[list[Any]] = []
         self._depth = 0
         self.poll_interval = POLL_INTERVAL
 
@@ -303,11 +306,24 @@ class ShellPump:
         if original is not None:
             for frames in held:
                 message = [frame.bytes for frame in frames] if original_copy else frames
+                self._handed_back.append(frames)
                 # Scheduled before the callback is restored, so they precede any newer request.
-                self._stream.io_loop.add_callback(original, message)
+                self._stream.io_loop.add_callback(self._hand_back, original, frames, message)
         elif held:
             _log.error("Dropped %d shell requests: the stream had no receive callback", len(held))
         self._stream.on_recv(original, copy=original_copy)
+
+    def _hand_back(self, original: Callable[[Any], Any], frames: list[Any], message: Any) -> Any:
+        """Give one held request to the stream's own callback (the event loop runs this)."""
+        with contextlib.suppress(ValueError):
+            self._handed_back.remove(frames)
+        return original(message)  # ipykernel's coroutine: the loop runs it as a task
+
+    @property
+    def queued(self) -> list[list[Any]]:
+        """The frames of the requests waiting for this cell that the pump has read: handed back
+        by an earlier wait and not yet dispatched, then held by the current one, in order."""
+        return [*self._handed_back, *self._held]
 
     def _intercept(self, frames: list[Any]) -> None:
         if self._msg_type(frames) in COMM_MSG_TYPES | INFO_MSG_TYPES:

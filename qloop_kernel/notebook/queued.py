@@ -1,8 +1,9 @@
 """The agent cells queued behind the running one (Run All), read while the replay card waits.
 
-Requests that wait behind the running cell are in one of two places: read by ipykernel before the cell
-started (each a task waiting for the main shell's lock), or arriving while the cell blocks (held by the
-pump, ``pump.py``). A replay card looks at both so that one approval covers every saved agent cell of a
+Requests that wait behind the running cell are in one of three places: read by ipykernel before the
+cell started (each a task waiting for the main shell's lock), arriving while the cell blocks (held by
+the pump, ``pump.py``), or held by an earlier wait of the same cell and handed back to the kernel's
+event loop, which has not run them yet (the cell still holds it). A replay card looks at both so that one approval covers every saved agent cell of a
 Run All. Only the header, metadata and content frames of a waiting request are unpacked: its signature
 is not checked or recorded here, so the kernel's own dispatch of the request later is unaffected.
 """
@@ -60,8 +61,8 @@ def queued_agent_cells(timeout: float = QUEUE_WAIT_S) -> list[QueuedCell]:
 def _agent_cells(pump: Any) -> list[QueuedCell]:
     kernel = pump._kernel
     running = ((kernel.get_parent() or {}).get("header") or {}).get("msg_id")
-    # The pump's held requests and ipykernel's waiting tasks: private, read on purpose.
-    waiting = [*_waiting_tasks(kernel), *list(pump._held)]
+    # ipykernel's waiting tasks (private, read on purpose) and the requests the pump has read.
+    waiting = [*_waiting_tasks(kernel), *pump.queued]
     found = []
     seen = {running}
     for frames in waiting:
