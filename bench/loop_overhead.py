@@ -103,6 +103,7 @@ def bare(calls: int) -> None:
 
 
 def product(calls: int) -> None:
+    from IPython.core.interactiveshell import InteractiveShell
     from IPython.utils.capture import capture_output
 
     from qloop_kernel.notebook.display import TurnDisplay
@@ -111,6 +112,7 @@ def product(calls: int) -> None:
 
     settings = Settings(model=MODEL, max_turns=calls)
     manager = ConversationManager(settings=settings)
+    InteractiveShell.instance()  # display() publishes through the shell, as in a kernel
     with capture_output(display=True):
         view = TurnDisplay(interactive=False, max_turns=calls, cancel=None, cards_for=set())  # type: ignore[arg-type]
         result, _ = manager.run_turn(

@@ -9,11 +9,12 @@ import base64
 import hashlib
 import json
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..messages import Refused, ToolOutcome, TurnResult, Usage, now_iso
-from ..redact import redact
+from ..redact import Redactor, redact
 from ..text import truncate
 from .schema import (
     MAX_RECORD_BYTES,
@@ -38,6 +39,7 @@ def usage_record(usage: Usage) -> UsageRecord:
 
 def tool_call_record(outcome: ToolOutcome) -> ToolCallRecord:
     images = [image_placeholder(b) for b in outcome.content if b.get("type") == "image"]
+    redact = Redactor.from_environ().value  # the secrets read once for the whole call
     saved_input = redact(outcome.input_as_run)
     return ToolCallRecord(
         id=outcome.call.id,
@@ -242,11 +244,12 @@ def saved_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     A thinking block is signed by the API and must go back byte-identical, so one that holds a secret is
     left out of the record rather than changed (the API allows omitting thinking of earlier turns).
     """
+    redact = Redactor.from_environ().value  # the secrets read once for all the messages
     saved = []
     for message in strip_images(messages):
         content = message.get("content")
         if isinstance(content, list):
-            kept = [_saved_block(b) for b in content]
+            kept = [_saved_block(b, redact) for b in content]
             message = {**message, "content": [b for b in kept if b is not None]}
             message = {k: redact(v) if k != "content" else v for k, v in message.items()}
         else:
@@ -255,7 +258,7 @@ def saved_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return saved
 
 
-def _saved_block(block: Any) -> Any:
+def _saved_block(block: Any, redact: Callable[[Any], Any]) -> Any:
     if isinstance(block, dict) and block.get("type") in SIGNED_BLOCKS:
         return block if redact(block) == block else None
     return redact(block)

@@ -12,6 +12,8 @@ import logging
 import re
 import time
 import traceback
+import types
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, get_type_hints
@@ -112,12 +114,10 @@ class Tool:
         Shared between requests: callers copy before changing it.
         """
         if self._schema is None:
-            schema = self.input_model.model_json_schema()
-            schema.pop("title", None)
             self._schema = {
                 "name": self.name,
                 "description": self.description,
-                "input_schema": schema,
+                "input_schema": _input_schema(self.input_model),
             }
         return self._schema
 
@@ -151,11 +151,78 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     return "\n".join(body).strip(), args
 
 
+@dataclass(frozen=True)
+class _Built:
+    """An input model built for one function definition, and what it was built from."""
+
+    hints: dict[str, Any]
+    defaults: tuple[Any, ...]
+    doc: str | None
+    model: type[BaseModel]
+    takes_model: bool
+
+    def fits(self, hints: dict[str, Any], defaults: tuple[Any, ...], doc: str | None) -> bool:
+        if doc != self.doc or len(defaults) != len(self.defaults):
+            return False
+        if not all(map(_same, defaults, self.defaults)):
+            return False
+        try:
+            return bool(hints == self.hints)
+        except Exception:  # a hint whose == fails cannot be matched: build again
+            return False
+
+
+def _same(a: object, b: object) -> bool:
+    """The same default: one object, or equal values of a plain immutable type."""
+    return a is b or (type(a) is type(b) and type(a) in (str, int, float, bytes) and a == b)
+
+
+# The kernel builds its tools each turn from functions defined again each turn (closures over
+# the shell): one model per definition (its code object), reused while the hints, defaults and
+# docstring are the same objects or equal; pydantic model and schema generation cost about
+# 1 ms per tool.
+_BUILT: weakref.WeakKeyDictionary[types.CodeType, _Built] = weakref.WeakKeyDictionary()
+_SCHEMAS: weakref.WeakKeyDictionary[type[BaseModel], dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def _input_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The model's JSON schema without its title, built once per model (shared: do not change)."""
+    schema = _SCHEMAS.get(model)
+    if schema is None:
+        schema = model.model_json_schema()
+        schema.pop("title", None)
+        _SCHEMAS[model] = schema
+    return schema
+
+
 def _input_model(
     func: Callable[..., Any], arg_docs: dict[str, str]
 ) -> tuple[type[BaseModel], bool]:
-    params = list(inspect.signature(func).parameters.values())
     hints = get_type_hints(func, include_extras=True)  # keep Annotated bounds
+    target = getattr(func, "__func__", func)  # a bound method's function
+    code = getattr(target, "__code__", None)
+    if not isinstance(code, types.CodeType):
+        return _build_input_model(func, hints, arg_docs)
+    kwdefaults = getattr(target, "__kwdefaults__", None) or {}
+    defaults = (
+        inspect.ismethod(func),
+        getattr(func, "__name__", ""),
+        *(getattr(target, "__defaults__", None) or ()),
+        *(part for item in kwdefaults.items() for part in item),
+    )
+    doc = inspect.getdoc(func)
+    built = _BUILT.get(code)
+    if built is None or not built.fits(hints, defaults, doc):
+        model, takes_model = _build_input_model(func, hints, arg_docs)
+        built = _Built(hints, defaults, doc, model, takes_model)
+        _BUILT[code] = built
+    return built.model, built.takes_model
+
+
+def _build_input_model(
+    func: Callable[..., Any], hints: dict[str, Any], arg_docs: dict[str, str]
+) -> tuple[type[BaseModel], bool]:
+    params = list(inspect.signature(func).parameters.values())
     if len(params) == 1 and _is_model(hints.get(params[0].name)):
         return hints[params[0].name], True
     fields: dict[str, Any] = {}
