@@ -63,7 +63,9 @@ def test_a_changed_docstring_is_the_new_description():
     func.__doc__ = "Other words.\n\nArgs:\n    last: how many cells back"
     tool = Tool.from_function(func)
     assert tool.description == "Other words."
-    assert tool.schema()["input_schema"]["properties"]["last"]["description"] == "how many cells back"
+    assert (
+        tool.schema()["input_schema"]["properties"]["last"]["description"] == "how many cells back"
+    )
     assert Tool.from_function(closures()).description == "The last cells."
 
 
