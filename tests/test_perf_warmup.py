@@ -111,3 +111,31 @@ def test_the_first_agent_cell_takes_the_client_the_warm_up_built() -> None:
         assert lab.complete(cell, 120)["content"]["status"] == "ok"
         assert len(api.requests) == 1
         assert lab.run(POOL).strip() == built  # the turn took it: no client built for the cell
+
+
+class _StartingKernel:
+    """A kernel that is starting: no request is being handled."""
+
+    def get_parent(self) -> dict:
+        return {}
+
+
+class _Shell:
+    def __init__(self) -> None:
+        self.kernel = _StartingKernel()
+
+
+def test_loaded_at_kernel_start_the_warm_up_waits_for_the_kernel_to_be_up(monkeypatch) -> None:
+    from qloop_kernel.notebook import warmup
+
+    ran: list[float] = []
+    monkeypatch.setattr(warmup, "_current", None)
+    monkeypatch.setattr(warmup, "MODULES", ("json",))
+    monkeypatch.setattr(warmup, "_notebook_modules", list)
+    monkeypatch.setattr(warmup, "_client_parts", lambda: ran.append(time.monotonic()))
+    started = time.monotonic()
+    warm = warmup.start_warmup(_Shell(), start_delay_s=0.6)
+    assert warm is not None
+    time.sleep(0.3)
+    assert ran == []  # held while the kernel starts
+    assert warm.wait(10) and ran[0] - started >= 0.6

@@ -38,6 +38,10 @@ MODULES = (
     "qloop_kernel.tools.namespace",
 )
 PAUSE_WAIT_S = 10.0  # a cell waits at most this long for the module being imported
+# Loaded at kernel start (``--ext``, the ``extensions`` setting): the kernel is still starting and
+# answering the frontend's first requests; the warm-up begins this much later, or at the end of the
+# first cell, whichever comes first.
+START_DELAY_S = 1.0
 
 
 def _client_parts() -> None:
@@ -112,7 +116,7 @@ class Warmup:
 _current: Warmup | None = None
 
 
-def start_warmup(shell: Any) -> Warmup | None:
+def start_warmup(shell: Any, *, start_delay_s: float = START_DELAY_S) -> Warmup | None:
     """Warm the agent's imports in the background, paused while cells run (once per process)."""
     global _current
     if os.environ.get("QLOOP_WARMUP", "1").strip() == "0":
@@ -122,6 +126,11 @@ def start_warmup(shell: Any) -> Warmup | None:
         _current = Warmup([*map(_importer, names), _client_parts])
         if _in_a_cell(shell):  # `%load_ext` in a cell: the rest of that cell runs first
             _current.pause()
+        else:  # the kernel is starting: its first replies do not share the GIL with imports
+            _current.pause()
+            later = threading.Timer(start_delay_s, _current.resume)
+            later.daemon = True
+            later.start()
         _current.start()
     events = getattr(shell, "events", None)
     if events is not None:
