@@ -139,3 +139,13 @@ def test_loaded_at_kernel_start_the_warm_up_waits_for_the_kernel_to_be_up(monkey
     time.sleep(0.3)
     assert ran == []  # held while the kernel starts
     assert warm.wait(10) and ran[0] - started >= 0.6
+
+
+def test_a_cell_running_when_the_start_delay_ends_still_holds_the_warm_up() -> None:
+    ran: list[str] = []
+    warm = Warmup([lambda: ran.append("a")]).start(delay_s=0.3)
+    warm.pause()  # a cell starts within the delay
+    time.sleep(0.6)
+    assert ran == []  # the delay is over, the cell still runs: nothing imported
+    warm.resume()  # the cell ends
+    assert warm.wait(5) and ran == ["a"]

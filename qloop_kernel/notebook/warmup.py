@@ -73,9 +73,16 @@ class Warmup:
         self._going = threading.Event()
         self._going.set()
         self._step = threading.Lock()  # held while a step runs
+        self._delay_over = threading.Event()  # set: no start delay left (see start)
+        self._delay_s = 0.0
         self.thread = threading.Thread(target=self._run, name="qloop-warmup", daemon=True)
 
-    def start(self) -> Warmup:
+    def start(self, *, delay_s: float = 0.0) -> Warmup:
+        """Run the steps, the first one ``delay_s`` from now or at the next :meth:`resume`
+        (the end of a cell), whichever comes first; a pause still holds them after that."""
+        self._delay_s = delay_s
+        if delay_s <= 0:
+            self._delay_over.set()
         self.thread.start()
         return self
 
@@ -88,6 +95,7 @@ class Warmup:
             self._step.release()
 
     def resume(self, *_: Any) -> None:
+        self._delay_over.set()
         self._going.set()
 
     def wait(self, timeout: float | None = None) -> bool:
@@ -95,6 +103,7 @@ class Warmup:
 
     def _run(self) -> None:
         try:
+            self._delay_over.wait(self._delay_s)
             for step in self.steps:
                 self._run_step(step)
         finally:
@@ -126,12 +135,9 @@ def start_warmup(shell: Any, *, start_delay_s: float = START_DELAY_S) -> Warmup 
         _current = Warmup([*map(_importer, names), _client_parts])
         if _in_a_cell(shell):  # `%load_ext` in a cell: the rest of that cell runs first
             _current.pause()
+            _current.start()
         else:  # the kernel is starting: its first replies do not share the GIL with imports
-            _current.pause()
-            later = threading.Timer(start_delay_s, _current.resume)
-            later.daemon = True
-            later.start()
-        _current.start()
+            _current.start(delay_s=start_delay_s)
     events = getattr(shell, "events", None)
     if events is not None:
         events.register("pre_run_cell", _current.pause)
