@@ -411,6 +411,7 @@ _RELAY_IDLE_S = 0.05  # a partial line (a prompt, a progress bar) is passed on a
 _RELAY_MAX_PENDING = 16_384  # a longer line is passed on in pieces ...
 _RELAY_KEEP = 512  # ... keeping this much back, so a secret is not split between two pieces
 _RELAY_DRAIN_S = 0.5  # how long the end of a step waits for the relay to pass the last output on
+_relays: dict[int, _FdRelay] = {}  # the running relays, by the descriptor they relay
 
 
 def _stream_fds() -> tuple[int, ...]:
@@ -447,11 +448,33 @@ def redacted_fds(fds: Iterable[int] = (1, 2)) -> Iterator[None]:
         yield
 
 
+def relay_backlog(fd: int) -> int:
+    """Bytes written to ``fd`` that its redacting relay has not passed on yet (0 without one)."""
+    relay = _relays.get(fd)
+    if relay is None:
+        return 0
+    return relay.held + unread_bytes(relay.source)
+
+
+def unread_bytes(fd: int) -> int:
+    """Bytes waiting to be read from the pipe ``fd`` (0 when that cannot be told)."""
+    try:
+        import fcntl
+        import struct
+        import termios
+
+        answer = fcntl.ioctl(fd, termios.FIONREAD, struct.pack("i", 0))
+    except (ImportError, OSError):
+        return 0
+    return int(struct.unpack("i", answer)[0])
+
+
 class _FdRelay:
     """One descriptor pointed at a pipe whose reader redacts and forwards to the old target."""
 
     def __init__(self, fd: int, target: int, source: int) -> None:
         self.fd, self.target, self.source = fd, target, source
+        self.held = 0  # bytes read but not passed on yet (the end of a line still being written)
         self.thread = threading.Thread(target=self._run, name=f"qloop-redact-fd{fd}", daemon=True)
 
     @classmethod
@@ -475,10 +498,13 @@ class _FdRelay:
             os.close(sink)
         relay = cls(fd, target, source)
         relay.thread.start()
+        _relays[fd] = relay
         return relay
 
     def stop(self) -> None:
         _flush_python_stream(self.fd)  # text buffered during the block goes through the relay
+        if _relays.get(self.fd) is self:
+            del _relays[self.fd]
         os.dup2(self.target, self.fd, inheritable=os.get_inheritable(self.fd))
         # The relay ends when every writer is gone; a background process started by the step keeps
         # its copy, and the relay goes on redacting its output after the step.
@@ -488,13 +514,19 @@ class _FdRelay:
         pending = b""
         try:
             while True:
-                if pending and not select.select([self.source], [], [], _RELAY_IDLE_S)[0]:
+                idle = _RELAY_IDLE_S if pending else None
+                if not select.select([self.source], [], [], idle)[0]:
                     pending = self._forward(pending, everything=True)
+                    self.held = len(pending)
                     continue
-                chunk = os.read(self.source, 65_536)
+                # Counted as held before it leaves the pipe, so relay_backlog never misses it.
+                size = unread_bytes(self.source) or 65_536
+                self.held = len(pending) + size
+                chunk = os.read(self.source, size)
                 if not chunk:
                     break
                 pending = self._forward(pending + chunk, everything=False)
+                self.held = len(pending)
             self._forward(pending, everything=True)
         except OSError as exc:
             _log.debug("fd %d relay stopped: %s", self.fd, exc)

@@ -58,22 +58,23 @@ class LabKernel:
 
     def __init__(
         self,
-        env: Mapping[str, str] | None = None,
+        env: Mapping[str, str | None] | None = None,
         *,
         headless: bool = False,
         cwd: str | None = None,
         startup_timeout: float = 60.0,
     ) -> None:
         """Describe the kernel to start: extra environment variables (added to this process's
-        environment), nbclient-like ``headless`` execution, working directory."""
+        environment; None removes one), nbclient-like ``headless`` execution, working directory."""
         self.headless = headless
         # Widget echoes are what round_trip() waits for; they are on by default, made sure here.
-        self._env = {
+        merged: dict[str, str | None] = {
             **os.environ,
             "PYDEVD_DISABLE_FILE_VALIDATION": "1",
             "JUPYTER_WIDGETS_ECHO": "1",
             **(env or {}),
         }
+        self._env = {name: value for name, value in merged.items() if value is not None}
         self._cwd = cwd
         self._startup_timeout = startup_timeout
         self._km: KernelManager | None = None

@@ -71,3 +71,108 @@ def test_a_step_printing_20_mb_sends_a_bounded_output_to_the_frontend() -> None:
     assert sent < 60_000, f"{sent:,} bytes of stream output reached the frontend"
     assert f"printed {PRINTED + 1:,} characters" in shown and "characters omitted" in shown
     assert len(to_model) < 12_000 and "characters omitted" in to_model  # the model's own bound
+
+
+@pytest.mark.kernel
+def test_what_a_step_writes_to_the_file_descriptors_is_bounded_and_seen_by_the_model() -> None:
+    code = (
+        "import os, subprocess, sys\n"
+        "os.write(1, b'fd head\\n' + b'y' * 3_000_000 + b'\\nfd tail\\n')\n"
+        "subprocess.run([sys.executable, '-c', 'import sys; print(\"child out\");"
+        ' print("child err", file=sys.stderr)\'])\n'
+        "print('printed from Python')\n"
+    )
+    # A step whose only output is a partial line, which the redacting relay holds back a moment.
+    last = "import os\nos.write(1, b'the last words, no newline')"
+    script = [
+        Reply([tool_use("run_code", {"code": code})]),
+        Reply([tool_use("run_code", {"code": last})]),
+        Reply([text("Done.")]),
+    ]
+    # ipykernel forwards the descriptors as in a notebook server only outside pytest.
+    real_streams = {"PYTEST_CURRENT_TEST": None}
+    with StandInAPI(script) as api, LabKernel({**api.environment(), **real_streams}) as lab:
+        lab.run("%load_ext qloop_kernel\n%agent set max_output_chars 50000")
+        cell = lab.execute("%%agent --approve auto\nWrite through the descriptors.", cell_id="fd")
+        assert lab.complete(cell, 120)["content"]["status"] == "ok"
+        sent = sum(len(json.dumps(m["content"])) for m in lab.messages(cell, "stream"))
+        shown, errors = lab.stdout(cell), lab.stderr(cell)
+        to_model = result_text(tool_results(api.requests[1])[0])
+        last_to_model = result_text(tool_results(api.requests[2])[0])
+        after = lab.execute("import os\nos.write(1, b'a later cell\\n')\nprint('python')")
+        assert lab.complete(after, 30)["content"]["status"] == "ok"
+        later = lab.stdout(after)
+    assert sent < 60_000, f"{sent:,} bytes of stream output reached the frontend"
+    assert "fd head" in shown and "fd tail" in shown and "printed 3,000,047 characters" in shown
+    assert "child out" in shown and "child err" in errors
+    assert shown.startswith("printed from Python\nfd head")  # Python's output first, always
+    assert "stdout:\nfd head" in to_model and "child out" in to_model and "child err" in to_model
+    assert last_to_model.startswith("stdout:\nthe last words, no newline")
+    assert "\x1b]" not in shown + errors + to_model  # the end marker is never shown
+    assert "a later cell" in later and "python" in later  # the kernel's own forwarding is back
+
+
+class _KernelStream:
+    """Stands in for ipykernel's OutStream: what reaches the frontend is collected."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.sent.append(text)
+        return len(text)
+
+
+def test_the_end_marker_is_found_across_reads_and_later_output_goes_to_the_kernel() -> None:
+    import io
+
+    from qloop_kernel.notebook.descriptors import MARKER, _Redirect
+
+    stream, step = _KernelStream(), io.StringIO()
+    redirect = _Redirect(stream, step)
+    stream.write = redirect.write  # type: ignore[method-assign]
+    middle = len(MARKER) // 2
+    stream.write("output \x1b")  # an escape that may begin the marker is held back
+    stream.write("[0m more" + MARKER[:middle])
+    assert not redirect.drained.is_set()
+    stream.write(MARKER[middle:] + "from a process still running")
+    assert redirect.drained.is_set()
+    stream.write(" after")
+    step.write("printed from Python")
+    redirect.release()
+    assert step.getvalue() == "printed from Pythonoutput \x1b[0m more"  # after the Python output
+    assert stream.sent == ["from a process still running", " after"]
+    assert "write" not in vars(stream)  # the stream's own write is back
+
+
+def test_a_held_back_end_is_kept_when_no_marker_follows() -> None:
+    import io
+
+    from qloop_kernel.notebook.descriptors import _Redirect
+
+    stream, step = _KernelStream(), io.StringIO()
+    redirect = _Redirect(stream, step)
+    stream.write = redirect.write  # type: ignore[method-assign]
+    stream.write("last line\x1b]53")
+    redirect.release()
+    assert step.getvalue() == "last line\x1b]53" and stream.sent == []
+
+
+def test_the_write_a_stream_had_is_used_after_the_step_and_put_back() -> None:
+    import io
+
+    from qloop_kernel.notebook.descriptors import MARKER, _Redirect
+
+    stream, step = _KernelStream(), io.StringIO()
+
+    def redacting(text: str) -> int:  # as the agent cell's redaction sets it on the stream
+        stream.sent.append(text.replace("secret", "[REDACTED]"))
+        return len(text)
+
+    stream.write = redacting  # type: ignore[method-assign]
+    redirect = _Redirect(stream, step)
+    stream.write = redirect.write  # type: ignore[method-assign]
+    stream.write("in the step " + MARKER + "a late secret")
+    redirect.release()
+    assert step.getvalue() == "in the step " and stream.sent == ["a late [REDACTED]"]
+    assert stream.write is redacting

@@ -13,6 +13,7 @@ subshells), so the decision is handed over through a lock and the pump is woken.
 from __future__ import annotations
 
 import difflib
+import functools
 import html
 import json
 import re
@@ -73,13 +74,22 @@ def highlight(code: str) -> str:
     """
     try:
         from pygments import highlight as pyg_highlight
-        from pygments.formatters import HtmlFormatter
-        from pygments.lexers import PythonLexer
     except ImportError:
         return _visible(f"<div class='{CODE_CLASS}'><pre>{html.escape(code)}</pre></div>")
-    formatter = HtmlFormatter(cssclass=CODE_CLASS, classprefix=TOKEN_PREFIX)
-    lexer = PythonLexer(stripnl=False, ensurenl=False)
+    lexer, formatter = _pygments()
     return _visible(str(pyg_highlight(code, lexer, formatter)))
+
+
+@functools.cache
+def _pygments() -> tuple[Any, Any]:
+    """One lexer and one formatter for every card: they keep no state between codes, and a new
+    formatter costs about as much as highlighting a line."""
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import PythonLexer
+
+    return PythonLexer(stripnl=False, ensurenl=False), HtmlFormatter(
+        cssclass=CODE_CLASS, classprefix=TOKEN_PREFIX
+    )
 
 
 def risk_badge(risk: Risk) -> str:

@@ -1,7 +1,8 @@
 """run_code: run the model's Python in the user's live namespace, through IPython.
 
 Magics, display and inline plots work because the code goes through ``shell.run_cell``. What the code
-printed and displayed is captured, shown in the agent cell, and returned to the model: stdout, stderr, the
+printed and displayed (also through the file descriptors: a subprocess, a C library; descriptors.py)
+is captured, shown in the agent cell, and returned to the model: stdout, stderr, the
 value of the last expression, the exception with a short traceback, PNG figures as image blocks, and the
 variables the step created, changed and deleted (``undo``: saved before it runs, so it can be undone).
 """
@@ -22,6 +23,7 @@ from ..text import counted
 from ..tools.runtime import format_exception, strip_ansi, truncate
 from ..tools.summaries import bounded_repr
 from .deadline import StepStopped, time_limit
+from .descriptors import descriptor_output
 
 MAX_IMAGES = 4
 MAX_IMAGE_BASE64 = 2_000_000  # about 1.5 MB of PNG
@@ -56,10 +58,12 @@ class CodeRunner:
         before = private.values(self.shell.user_ns)
         log = undo_log(self.shell)
         snapshot = log.begin(code)  # what the step may change, saved for undo
+        kernel_streams = (sys.stdout, sys.stderr)
         try:
             with (
                 redacting_also(before),
                 capture_output(display=True) as captured,
+                descriptor_output(kernel_streams),  # a subprocess's or a C library's output too
                 time_limit(self.timeout_s, _timeout_message(self.timeout_s)),
             ):
                 _accept_parents(self.shell.display_pub)
