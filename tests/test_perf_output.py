@@ -106,7 +106,11 @@ def test_what_a_step_writes_to_the_file_descriptors_is_bounded_and_seen_by_the_m
     assert "fd head" in shown and "fd tail" in shown and "printed 3,000,047 characters" in shown
     assert "child out" in shown and "child err" in errors
     assert shown.startswith("printed from Python\nfd head")  # Python's output first, always
-    assert "stdout:\nfd head" in to_model and "child out" in to_model and "child err" in to_model
+    assert (
+        "stdout:\nprinted from Python\nfd head" in to_model
+        and "child out" in to_model
+        and "child err" in to_model
+    )
     assert last_to_model.startswith("stdout:\nthe last words, no newline")
     assert "\x1b]" not in shown + errors + to_model  # the end marker is never shown
     assert "a later cell" in later and "python" in later  # the kernel's own forwarding is back
