@@ -6,13 +6,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
-if TYPE_CHECKING:  # the magics import this module at load time: keep it light
+if TYPE_CHECKING:
     from .grants import Scope
     from .messages import ToolCall
     from .tools.risk import Assessment, Risk
 
-Policy: TypeAlias = Literal["ask", "auto", "readonly", "write", "deny"]
-POLICIES: tuple[Policy, ...] = ("ask", "auto", "readonly", "write", "deny")
+from .names import POLICIES as POLICIES  # their home is names.py (the load imports only it)
+from .names import Policy as Policy
+
 Verdict: TypeAlias = Literal["run", "ask", "deny"]
 
 # The risk classes (qloop_kernel.tools.risk) each policy runs without asking anyone.

@@ -13,11 +13,11 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any, Literal
+from typing import Any
 
-ProviderName = Literal["anthropic", "bedrock", "vertex", "foundry", "compatible"]
-PROVIDERS: tuple[ProviderName, ...] = ("anthropic", "bedrock", "vertex", "foundry", "compatible")
-DEFAULT_PROVIDER: ProviderName = "anthropic"
+from .names import DEFAULT_PROVIDER as DEFAULT_PROVIDER  # their home is names.py
+from .names import PROVIDERS as PROVIDERS
+from .names import ProviderName as ProviderName
 
 # Short names mapped to the platform's published ids; any other id is sent as given.
 # Current models on Bedrock are served through cross-region inference profiles ("global.").

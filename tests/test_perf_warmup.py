@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -51,6 +55,29 @@ def test_the_warm_up_waits_while_a_cell_runs_and_goes_on_after() -> None:
     assert ran == ["a", "b"]
     warm.resume()
     assert warm.wait(5) and ran == ["a", "b", "c"]
+
+
+LOADED_BY_THE_LOAD = """
+import json, sys
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance()
+before = set(sys.modules)
+shell.run_line_magic("load_ext", "qloop_kernel")
+print(json.dumps(sorted(set(sys.modules) - before)))
+"""
+
+
+def test_the_load_imports_only_the_magics_and_the_names_they_accept() -> None:
+    # A kernel started with the extension (the "Python 3 (qloop)" spec) pays for these imports
+    # before its first reply; everything else comes with the warm-up or the first turn.
+    env = {**os.environ, "QLOOP_WARMUP": "0"}
+    done = subprocess.run([sys.executable, "-c", LOADED_BY_THE_LOAD], env=env,
+                          capture_output=True, text=True, check=True, timeout=60)  # fmt: skip
+    ours = {name for name in json.loads(done.stdout) if name.startswith("qloop_kernel")}
+    assert ours == {"qloop_kernel", "qloop_kernel.names", "qloop_kernel.notebook",
+                    "qloop_kernel.notebook.ledger", "qloop_kernel.notebook.magic",
+                    "qloop_kernel.notebook.warmup"}  # fmt: skip
+    assert "difflib" not in json.loads(done.stdout)
 
 
 @pytest.mark.kernel

@@ -7,7 +7,6 @@ Defaults come from traitlets config (``c.QloopAgent.model = ...``) and the envir
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
 import re
 from collections.abc import Callable
@@ -18,8 +17,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from traitlets import Enum, Float, Int, Unicode
 from traitlets.config import Configurable
 
-from ..permissions import POLICIES
-from ..providers import PROVIDERS
+from ..names import POLICIES, PROVIDERS  # the load imports nothing heavier (names.py)
 
 
 class QloopAgent(Configurable):
@@ -201,6 +199,8 @@ _SYNONYMS = {"disallow": "revoke", "unallow": "revoke", "forbid": "revoke", "den
 def _closest_command(word: str, cutoff: float) -> str | None:
     if word in _SYNONYMS:
         return _SYNONYMS[word]
+    import difflib
+
     close = difflib.get_close_matches(word.lower(), list(_commands()), n=1, cutoff=cutoff)
     return close[0] if close else None
 
