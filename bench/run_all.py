@@ -144,19 +144,27 @@ FIGURES = [
     ),
     Figure(
         "cache_cost.py",
-        "effective input cost of a 50-call session, claude-sonnet-5-5 (input + 1.25 × writes + 0.1 × reads, "
-        "over all input), qloop vs pydantic-ai with its Anthropic cache settings",
-        (rf"effective input cost, claude-sonnet-5-5: qloop (?P<ours>{NUMBER}), pydantic-ai (?P<theirs>{NUMBER})",),
-        lambda v: f"qloop {v['ours']:.3f}, pydantic-ai {v['theirs']:.3f}",
+        "effective input cost of a 50-call session, claude-sonnet-5-5: input + 1.25 × writes + 0.1 × "
+        "reads, in input tokens (beside it, over all input sent), qloop vs pydantic-ai with its "
+        "Anthropic cache settings",
+        (rf"effective input cost, claude-sonnet-5-5: qloop (?P<ours>{NUMBER}) tokens \((?P<our_share>"
+         rf"{NUMBER}) of its (?P<our_all>{NUMBER}) input tokens\), pydantic-ai (?P<theirs>{NUMBER}) "
+         rf"\((?P<their_share>{NUMBER}) of (?P<their_all>{NUMBER})\)",),
+        lambda v: (f"qloop {v['ours']:,.0f} ({v['our_share']:.4f} of {v['our_all']:,.0f}), "
+                   f"pydantic-ai {v['theirs']:,.0f} ({v['their_share']:.4f} of {v['their_all']:,.0f})"),
         "qloop ≤ pydantic-ai",
         lambda v: v["ours"] <= v["theirs"],
     ),
     Figure(
         "cache_cost.py",
-        "effective input cost of a 50-call session, claude-haiku-5-5 (input + 1.25 × writes + 0.1 × reads, "
-        "over all input), qloop vs pydantic-ai with its Anthropic cache settings",
-        (rf"effective input cost, claude-haiku-5-5: qloop (?P<ours>{NUMBER}), pydantic-ai (?P<theirs>{NUMBER})",),
-        lambda v: f"qloop {v['ours']:.3f}, pydantic-ai {v['theirs']:.3f}",
+        "effective input cost of a 50-call session, claude-haiku-5-5: input + 1.25 × writes + 0.1 × "
+        "reads, in input tokens (beside it, over all input sent), qloop vs pydantic-ai with its "
+        "Anthropic cache settings",
+        (rf"effective input cost, claude-haiku-5-5: qloop (?P<ours>{NUMBER}) tokens \((?P<our_share>"
+         rf"{NUMBER}) of its (?P<our_all>{NUMBER}) input tokens\), pydantic-ai (?P<theirs>{NUMBER}) "
+         rf"\((?P<their_share>{NUMBER}) of (?P<their_all>{NUMBER})\)",),
+        lambda v: (f"qloop {v['ours']:,.0f} ({v['our_share']:.4f} of {v['our_all']:,.0f}), "
+                   f"pydantic-ai {v['theirs']:,.0f} ({v['their_share']:.4f} of {v['their_all']:,.0f})"),
         "qloop ≤ pydantic-ai",
         lambda v: v["ours"] <= v["theirs"],
     ),

@@ -57,8 +57,28 @@ def test_schema_comes_from_hints_and_docstring():
     assert schema["name"] == "add"
     assert schema["description"] == "Add two numbers."
     props = schema["input_schema"]["properties"]
-    assert props["a"] == {"description": "the first number", "type": "integer", "title": "A"}
+    # No title per property: the property's name says it, and every request carries the schemas.
+    assert props["a"] == {"description": "the first number", "type": "integer"}
     assert schema["input_schema"]["required"] == ["a"]
+
+
+def test_a_parameter_named_title_keeps_its_place_in_the_schema():
+    def label(title: str, x: int = 0) -> str:
+        """Label a chart.
+
+        Args:
+            title: the chart's title
+        """
+        return title
+
+    schema = Tool.from_function(label).schema()["input_schema"]
+    assert schema["properties"] == {
+        "title": {"description": "the chart's title", "type": "string"},
+        "x": {"default": 0, "type": "integer"},
+    }
+    assert schema["required"] == ["title"] and "title" not in {
+        k for k in schema if k != "properties"
+    }
 
 
 def test_pydantic_model_parameter_is_the_schema():

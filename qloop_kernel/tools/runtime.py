@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic.json_schema import GenerateJsonSchema
 
 from ..errors import ToolFailure, ToolInputError
 from ..grants import Grant, Grants
@@ -185,11 +186,19 @@ _BUILT: weakref.WeakKeyDictionary[types.CodeType, _Built] = weakref.WeakKeyDicti
 _SCHEMAS: weakref.WeakKeyDictionary[type[BaseModel], dict[str, Any]] = weakref.WeakKeyDictionary()
 
 
+class _ToolSchema(GenerateJsonSchema):
+    """pydantic's JSON schema without a title on each property: the property's name says it, and
+    every request carries the tools' schemas (about 10 tokens a tool parameter)."""
+
+    def field_title_should_be_set(self, schema: Any) -> bool:
+        return False
+
+
 def _input_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """The model's JSON schema without its title, built once per model (shared: do not change)."""
+    """The model's JSON schema without titles, built once per model (shared: do not change)."""
     schema = _SCHEMAS.get(model)
     if schema is None:
-        schema = model.model_json_schema()
+        schema = model.model_json_schema(schema_generator=_ToolSchema)
         schema.pop("title", None)
         _SCHEMAS[model] = schema
     return schema
