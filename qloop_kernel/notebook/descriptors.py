@@ -6,9 +6,9 @@ what it reads to the frontend (``OutStream._watch_pipe_fd``): the output of a su
 and ``sys.stderr`` only, so without this that output bypasses a step's capture: sent whole to the
 browser, never bounded, never seen by the model. While a step runs, the forwarding thread's ``write``
 goes to the step's capture instead, after what the step printed from Python (in a fixed order, so
-that a replay's output compares with its saved run). When the step wrote to a descriptor, or output is still on its
-way (in a pipe, or in the redacting relay an agent cell runs, redact.py), a marker written to the
-descriptor tells when everything before it has been read.
+that a replay's output compares with its saved run). When the step wrote to a descriptor, or output
+is still on its way (in a pipe, or in the redacting relay an agent cell runs, redact.py), a marker
+written to the descriptor tells when everything before it has been read.
 
 This relies on private ipykernel attributes; a stream without them (a terminal, another kernel) is
 left alone, and its descriptor output is shown as before.

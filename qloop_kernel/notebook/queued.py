@@ -3,8 +3,8 @@
 Requests that wait behind the running cell are in one of three places: read by ipykernel before the
 cell started (each a task waiting for the main shell's lock), arriving while the cell blocks (held by
 the pump, ``pump.py``), or held by an earlier wait of the same cell and handed back to the kernel's
-event loop, which has not run them yet (the cell still holds it). A replay card looks at both so that one approval covers every saved agent cell of a
-Run All. Only the header, metadata and content frames of a waiting request are unpacked: its signature
+event loop, which has not run them yet (the cell still holds it). A replay card looks at all three so
+that one approval covers every saved agent cell of a Run All. Only the header, metadata and content frames of a waiting request are unpacked: its signature
 is not checked or recorded here, so the kernel's own dispatch of the request later is unaffected.
 """
 
