@@ -131,7 +131,7 @@ def test_an_edit_arriving_after_the_click_is_what_runs() -> None:
 def test_code_is_shown_exactly_with_its_blank_lines() -> None:
     shown = html.unescape(re.sub(r"<[^>]+>", "", highlight("\n\nx = 1\n\n")))
     assert shown.startswith("\n\nx = 1")
-    assert "⟨U+202E⟩" in highlight("s = '\u202e'")
+    assert "⟨U+202E RIGHT-TO-LEFT OVERRIDE⟩" in highlight("s = '\u202e'")
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ import difflib
 import functools
 import html
 import json
-import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -27,14 +26,14 @@ from IPython.display import display
 
 from ..grants import SCOPE_TEXT, Grant, Scope
 from ..permissions import AlwaysAllow, ApprovalRequest, Approve, ApproveEdited, Decision, Deny
+from ..text import counted
+from ..visible import Piece, as_shown, bounded, mixed_script_names, pieces
 from .pump import wait_until, wake
 from .waiting import announced
 
 if TYPE_CHECKING:
     from ..tools.risk import Assessment, Risk
 
-# Characters that reorder or hide text (Trojan Source): shown as visible marks, never applied.
-INVISIBLE = re.compile("[\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
 # Theme colours (JupyterLab's CSS variables, so Light and Dark both read well) of each class.
 RISK_COLOURS: dict[str, str] = {
     "read": "var(--jp-success-color1)",
@@ -49,14 +48,24 @@ DEFAULT_SCOPES: tuple[Scope, ...] = ("cell", "session")
 SETTLE_S = 0.5  # after a click, wait until nothing was typed for this long (one round trip)
 SETTLE_MAX_S = 2.0
 FOLDED_CODE_CHARS = 60  # of the first line of code on a folded card
+# The saved messages a replay adopts, as the card lists them: per message and in all.
+ADOPTED_MESSAGE_CHARS = 2_000
+ADOPTED_TOTAL_CHARS = 20_000
+MARK_CLASS = "qloop-mark"  # a character or run shown as a mark (visible.py's rule)
 
 
-def _visible(highlighted: str) -> str:
-    return INVISIBLE.sub(
-        lambda m: (
-            f"<span class='qloop-invisible' title='invisible character'>⟨U+{ord(m.group()):04X}⟩</span>"
-        ),
-        highlighted,
+def shown_html(text: str) -> str:
+    """Text as HTML, escaped, each character or run the rule marks (``visible.pieces``) shown as a
+    styled mark instead: what a person reads is every character that will run, or its mark."""
+    return "".join(_piece_html(piece) for piece in pieces(text))
+
+
+def _piece_html(piece: Piece) -> str:
+    if piece.mark is None:
+        return html.escape(piece.text, quote=False)
+    return (
+        f"<span class='{MARK_CLASS}' title='not shown as itself; runs as written'>"
+        f"{html.escape(piece.mark)}</span>"
     )
 
 
@@ -67,28 +76,69 @@ TOKEN_PREFIX = "qloop-tok-"
 
 
 def highlight(code: str) -> str:
-    """Python source as syntax-highlighted HTML; invisible and bidi control characters made visible.
+    """Python source as syntax-highlighted HTML, every character visible (``shown_html``), then a
+    line for each identifier that mixes scripts.
 
-    Leading and trailing blank lines are kept: the card shows the code exactly as it runs. Colours
-    come from the theme (classes, no inline colour), so Light, Dark and high-contrast all read.
+    Leading and trailing blank lines are kept: the card shows the code exactly as it runs; long
+    lines wrap (base.css). Colours come from the theme (classes, no inline colour), so Light, Dark
+    and high-contrast all read.
     """
     try:
-        from pygments import highlight as pyg_highlight
+        lexer = _lexer()
     except ImportError:
-        return _visible(f"<div class='{CODE_CLASS}'><pre>{html.escape(code)}</pre></div>")
-    lexer, formatter = _pygments()
-    return _visible(str(pyg_highlight(code, lexer, formatter)))
+        body = shown_html(code)
+    else:
+        body = "<span></span>" + _tokens_html(code, lexer)
+    return f'<div class="{CODE_CLASS}"><pre>{body}</pre></div>' + _mixed_names_html(code)
 
 
 @functools.cache
-def _pygments() -> tuple[Any, Any]:
-    """One lexer and one formatter for every card: they keep no state between codes, and a new
-    formatter costs about as much as highlighting a line."""
-    from pygments.formatters import HtmlFormatter
+def _lexer() -> Any:
+    """One lexer for every card: it keeps no state between codes."""
     from pygments.lexers import PythonLexer
 
-    return PythonLexer(stripnl=False, ensurenl=False), HtmlFormatter(
-        cssclass=CODE_CLASS, classprefix=TOKEN_PREFIX
+    return PythonLexer(stripnl=False, ensurenl=False)
+
+
+def _tokens_html(code: str, lexer: Any) -> str:
+    """Each token in a span of its pygments class; marked characters and runs as marks, a run
+    that spans tokens once, where it starts."""
+    marks, offset = [], 0
+    for piece in pieces(code):
+        if piece.mark is not None:
+            marks.append((offset, offset + len(piece.text), _piece_html(piece)))
+        offset += len(piece.text)
+    out, at = [], 0  # at: the first mark that may still apply
+    for start, ttype, value in lexer.get_tokens_unprocessed(code):
+        end, parts, index = start + len(value), [], start
+        while index < end:
+            while at < len(marks) and marks[at][1] <= index:
+                at += 1
+            if at < len(marks) and marks[at][0] <= index:
+                if marks[at][0] == index:
+                    parts.append(marks[at][2])
+                index = min(marks[at][1], end)
+                continue
+            stop = min(marks[at][0] if at < len(marks) else end, end)
+            parts.append(html.escape(code[index:stop], quote=False))
+            index = stop
+        out.append(_token_span(ttype, "".join(parts)))
+    return "".join(out)
+
+
+def _token_span(ttype: Any, text: str) -> str:
+    from pygments.token import STANDARD_TYPES
+
+    while ttype not in STANDARD_TYPES:
+        ttype = ttype.parent
+    css = STANDARD_TYPES[ttype]
+    return f'<span class="{TOKEN_PREFIX}{css}">{text}</span>' if css and text else text
+
+
+def _mixed_names_html(code: str) -> str:
+    return "".join(
+        f"<div class='qloop-card-confusable'>⚠ {shown_html(str(name))}: check each letter</div>"
+        for name in mixed_script_names(code)
     )
 
 
@@ -107,7 +157,7 @@ def assessment_html(assessment: Assessment | None, *, of_edit: bool = False) -> 
     if assessment is None:
         return ""
     label = "class of your edit" if of_edit else "class"
-    reasons = "".join(f"<li>{_visible(html.escape(str(r)))}</li>" for r in assessment.reasons)
+    reasons = "".join(f"<li>{shown_html(str(r))}</li>" for r in assessment.reasons)
     if not reasons:
         reasons = "<li>nothing it can see changes state</li>"
     return (
@@ -200,16 +250,41 @@ class ApprovalCard:
         )
         steps = details.get("steps")
         if isinstance(steps, list):
-            return notices + _steps_html(steps, details.get("assessments"))
+            adopted = adopted_html(details.get("adopted"))
+            return notices + adopted + _steps_html(steps, details.get("assessments"))
         if self._original is None:
             text = json.dumps(self.request.call.input, indent=2, ensure_ascii=False)
-            return notices + _visible(f"<pre>{html.escape(text)}</pre>")
+            return notices + f"<pre class='qloop-card-input'>{shown_html(text)}</pre>"
         if self._editing:  # the editor below holds the only code on screen
             edited = self._edit_assessment is not None
             shown = self._edit_assessment if edited else self.request.assessment
             hint = f"<div style='{MUTED}'>editing: the text below is what runs when you click</div>"
             return notices + hint + assessment_html(shown, of_edit=edited)
         return notices + highlight(self._original) + assessment_html(self.request.assessment)
+
+    def plain_text(self) -> str:
+        """The card as plain text (frontends without widgets): the call, its notices, every step's
+        code as shown (``visible.as_shown``), the class and reasons, the messages it adopts."""
+        details = self.request.details
+        lines = [f"{self.request.title} wants to run — approve? (class: {self._shown_risk()})"]
+        lines += [str(n) for n in details.get("notices", [])]
+        for role, text in adopted_texts(details.get("adopted"))[0]:
+            lines += [f"[saved message, {role}]", as_shown(text)]
+        steps = details.get("steps")
+        codes = [str(c) for c in steps] if isinstance(steps, list) else [self._original or ""]
+        if not isinstance(steps, list) and self._original is None:
+            codes = [json.dumps(self.request.call.input, indent=2, ensure_ascii=False)]
+        for index, code in enumerate(codes, 1):
+            lines += [f"step {index}:" if len(codes) > 1 else "code:", as_shown(code)]
+            lines += [f"⚠ {name}: check each letter" for name in mixed_script_names(code)]
+        if self.request.assessment is not None:
+            lines += [f"  {as_shown(str(r))}" for r in self.request.assessment.reasons]
+        return "\n".join(lines)
+
+    def bundle(self) -> dict[str, Any]:
+        """The widget's display bundle, with the card's plain text as its fallback."""
+        data = dict(self.widget._repr_mimebundle_() or {})
+        return {**data, "text/plain": self.plain_text()}
 
     def _shown_risk(self) -> Risk | None:
         if self._edit_assessment is not None:
@@ -350,10 +425,11 @@ class ApprovalCard:
             return
         text, code = self._folded
         parts = [html.escape(self.request.title)]
-        first = next((line.strip() for line in (code or "").splitlines() if line.strip()), "")
+        lines = as_shown(code or "").splitlines()
+        first = next((line.strip() for line in lines if line.strip()), "")
         if first:
             cut = first if len(first) <= FOLDED_CODE_CHARS else first[: FOLDED_CODE_CHARS - 1] + "…"
-            parts.append(f"<code class='qloop-card-first-line'>{_visible(html.escape(cut))}</code>")
+            parts.append(f"<code class='qloop-card-first-line'>{html.escape(cut)}</code>")
         if self._ran:
             parts.append(f"<span class='qloop-card-duration'>{html.escape(self._ran)}</span>")
         what = " · ".join(parts)
@@ -379,7 +455,7 @@ def changes_html(original: str, edited: str) -> str:
         if line.startswith(("---", "+++")):
             continue
         kind = {"+": "add", "-": "del", "@": "hunk"}.get(line[:1], "same")
-        lines.append(f"<span class='qloop-diff-{kind}'>{_visible(html.escape(line))}</span>")
+        lines.append(f"<span class='qloop-diff-{kind}'>{shown_html(line)}</span>")
     if not lines:
         return ""
     return (
@@ -398,6 +474,61 @@ def _steps_html(steps: list[Any], assessments: object) -> str:
             f"<div><i>step {index}</i>{highlight(str(step))}{assessment_html(assessment)}</div>"
         )
     return "".join(parts)
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """A saved message as text: its text blocks, each tool call with its input, each tool result."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content if isinstance(content, list) else []:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text":
+            parts.append(str(block.get("text", "")))
+        elif kind == "tool_use":
+            data = json.dumps(block.get("input"), ensure_ascii=False, indent=1)
+            parts.append(f"[tool call {block.get('name')}]\n{data}")
+        elif kind == "tool_result":
+            parts.append("[tool result]\n" + message_text({"content": block.get("content", "")}))
+        else:
+            parts.append(json.dumps(block, ensure_ascii=False))
+    return "\n".join(parts)
+
+
+def adopted_texts(messages: object) -> tuple[list[tuple[str, str]], int]:
+    """The saved messages a replay adopts as (role, text) pairs, each text bounded, and in all at
+    most ``ADOPTED_TOTAL_CHARS``; with how many messages were left out."""
+    found = messages if isinstance(messages, list) else []
+    shown: list[tuple[str, str]] = []
+    left = ADOPTED_TOTAL_CHARS
+    for message in found:
+        if left <= 0 or not isinstance(message, dict):
+            break
+        text = message_text(message)
+        limit = min(ADOPTED_MESSAGE_CHARS, left)
+        shown.append((str(message.get("role", "?")), bounded(text, limit)))
+        left -= min(len(text), limit)
+    return shown, len(found) - len(shown)
+
+
+def adopted_html(messages: object) -> str:
+    """The saved messages a replay adopts, folded under one line, escaped and marked like code."""
+    shown, more = adopted_texts(messages)
+    if not shown:
+        return ""
+    items = "".join(
+        f"<div class='qloop-adopted-message'><i>{index}. {html.escape(role)}</i>"
+        f"<pre class='qloop-adopted-text'>{shown_html(text)}</pre></div>"
+        for index, (role, text) in enumerate(shown, 1)
+    )
+    if more:
+        items += f"<div class='qloop-adopted-more'>… {counted(more, 'more message')}</div>"
+    total = counted(len(shown) + more, "saved message")
+    return (
+        f"<details class='qloop-card-adopted'><summary>show the {total} that will become "
+        f"context</summary>{items}</details>"
+    )
 
 
 def _code_editor(code: str) -> widgets.Textarea:
@@ -483,7 +614,7 @@ class CardApprover:
         card = ApprovalCard(request, allow_always=self.allow_always, scopes=self.scopes)
         self.cards[request.call.id] = card
         try:
-            display(card.widget)
+            display(card.bundle(), raw=True)
         except KeyboardInterrupt:
             card.close("interrupted — not run")
             raise
@@ -503,7 +634,7 @@ def show_unasked(request: ApprovalRequest, why: str) -> None:
     bundle = {
         "text/html": f"<div class='qloop-unasked'><b>{name}</b>{badge} "
         f"<span style='{MUTED}'>runs without asking: {html.escape(why)}</span>{shown}</div>",
-        "text/plain": plain + (f"\n{code}" if code is not None else ""),
+        "text/plain": plain + (f"\n{as_shown(code)}" if code is not None else ""),
     }
     display(bundle, raw=True)
 
@@ -522,7 +653,7 @@ class StepChangesBox:
         on_undo: Callable[[], list[str]] | None,
     ) -> None:
         self.on_undo = on_undo
-        items = "".join(f"<li>{_visible(html.escape(line))}</li>" for line in lines)
+        items = "".join(f"<li>{shown_html(line)}</li>" for line in lines)
         notes_html = "".join(
             f"<div class='qloop-undo-note' style='{MUTED}'>{html.escape(n)}</div>" for n in notes
         )
