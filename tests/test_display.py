@@ -142,8 +142,21 @@ def test_streamed_text_is_one_untrusted_answer_display_updated_in_place(
     for output in published(shown):
         assert "text/markdown" not in output.data
         if ANSWER_MIME in output.data:
-            assert "text/html" not in output.data
             assert output.data["text/plain"] == output.data[ANSWER_MIME]["markdown"]
+    # Viewers without the extension show the answer rendered and sanitized in the kernel.
+    assert answer_html(shown) == (
+        "<div class='qloop-answer'><p>Hello  <strong>world</strong></p>\n</div>"
+    )
+
+
+def answer_html(shown: CapturedIO) -> str:
+    return [o.data["text/html"] for o in published(shown) if ANSWER_MIME in o.data][-1]
+
+
+def test_a_code_steps_line_gives_its_size_not_its_code(shown: CapturedIO) -> None:
+    turn = headless(cards_for=frozenset())
+    turn.on_tool_start(ToolCall("toolu_1", "run_code", {"code": "y = 1\nprint(y)"}))
+    assert lines(shown) == ["→ run_code(code=⟨2 lines⟩)"]  # the transcript shows the code once
 
 
 def test_each_model_response_starts_a_new_answer(shown: CapturedIO) -> None:

@@ -34,14 +34,19 @@ REFRESH_S = 0.15  # how often streamed Markdown is re-rendered
 # (one long code block) is refreshed less often as it grows.
 ANSWER_PIECE_CHARS = 2_000
 STATUS_REFRESH_S = 0.5  # while calls come fast, the status line is re-sent at most this often
-# The model's text is never trusted HTML: the qloop extension renders this MIME type through the
-# sanitizer; frontends without it show the text/plain fallback.
+# The model's text is never trusted HTML: the qloop extension renders this MIME type through its
+# sanitizer; other viewers show the text/html fallback, rendered and sanitized in the kernel.
 ANSWER_MIME = "application/vnd.qloop.answer+json"
+ANSWER_CLASS = "qloop-answer"
 
 
 def answer_bundle(text: str, **flags: Any) -> dict[str, Any]:
-    """A display bundle for model-written Markdown (live or saved): never text/markdown or HTML."""
-    return {ANSWER_MIME: {"markdown": text, **flags}, "text/plain": text}
+    """A display bundle for model-written Markdown (live or saved): sanitized HTML, never
+    text/markdown (which a frontend renders as trusted)."""
+    from ..markup import markdown_html
+
+    rendered = f"<div class='{ANSWER_CLASS}'>{markdown_html(text)}</div>" if text else ""
+    return {ANSWER_MIME: {"markdown": text, **flags}, "text/html": rendered, "text/plain": text}
 
 
 def show_answer(text: str, **flags: Any) -> Any:
@@ -249,8 +254,12 @@ def _piece_end(text: str) -> int | None:
 
 
 def _short_input(value: dict[str, Any], limit: int = 80) -> str:
+    # Code is shown once, by the card or the transcript: here only its size.
     text = ", ".join(
-        f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in value.items()
+        f"{k}=⟨{counted(len(v.splitlines()), 'line')}⟩"
+        if k == "code" and isinstance(v, str)
+        else f"{k}={json.dumps(v, ensure_ascii=False, default=str)}"
+        for k, v in value.items()
     )
     return text if len(text) <= limit else text[: limit - 1] + "…"
 

@@ -18,6 +18,7 @@ from typing import Any
 from IPython.display import display
 
 from ..records import MIME_TYPE, CellRecord, unsigned_json
+from ..records.html import to_html
 from ..records.text import to_markdown
 from ..text import truncate
 
@@ -102,10 +103,15 @@ class NotebookStore:
             self._show(data, record)
 
     def _show(self, data: dict[str, Any], record: CellRecord) -> None:
-        # No text/markdown fallback: a frontend without the extension would render record text (the
-        # model's answer, code) as trusted Markdown. Plain text is safe everywhere.
+        # Viewers without the extension show the HTML, rendered and sanitized here: no text/markdown,
+        # which a frontend would render from record text (the model's answer, code) as trusted.
+        received = bool(self.metadata.get(MIME_TYPE, {}).get("received"))
         text = truncate(to_markdown(record), TEXT_FALLBACK_CHARS)
-        bundle = {MIME_TYPE: data, "text/plain": text}
+        bundle = {
+            MIME_TYPE: data,
+            "text/html": to_html(record, received=received),
+            "text/plain": text,
+        }
         if self._handle is None:
             self._handle = display(bundle, raw=True, metadata=self.metadata, display_id=True)
         else:
