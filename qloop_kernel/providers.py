@@ -136,13 +136,27 @@ def missing_setting(provider: ProviderName, environ: Mapping[str, str] | None = 
     return check(env)
 
 
+# Gateways start kernels with only the variables they are told to pass on.
+REMOTE_SETTINGS = (
+    "KG_ENV_PROCESS_WHITELIST (Kernel Gateway) or EG_ENV_PROCESS_WHITELIST (Enterprise Gateway)"
+)
+
+
+def remote_hint(names: str) -> str:
+    """Why a variable set where Jupyter started can be missing in a kernel that runs elsewhere."""
+    return (
+        "a remote kernel (Kernel Gateway, Enterprise Gateway, JupyterHub) sees only the variables "
+        f"its gateway passes on: add {names} to {REMOTE_SETTINGS} where the gateway runs"
+    )
+
+
 def _check_anthropic(env: Mapping[str, str]) -> str | None:
     if env.get("ANTHROPIC_API_KEY") or env.get("ANTHROPIC_AUTH_TOKEN"):
         return None
     return (
         "ANTHROPIC_API_KEY is not set in the kernel's environment: set it before starting "
         "Jupyter (export ANTHROPIC_API_KEY=...), or run `%agent key` to type it without it "
-        "being shown or saved"
+        f"being shown or saved; {remote_hint('ANTHROPIC_API_KEY')}, or use `%agent key`"
     )
 
 
@@ -179,8 +193,11 @@ def _check_foundry(env: Mapping[str, str]) -> str | None:
 def _check_compatible(env: Mapping[str, str]) -> str | None:
     if not env.get("ANTHROPIC_BASE_URL"):
         return (
-            "provider compatible: set ANTHROPIC_BASE_URL to the URL of a server that speaks "
-            "the Messages API (e.g. export ANTHROPIC_BASE_URL=http://localhost:4000)"
+            "provider compatible: ANTHROPIC_BASE_URL is not set in the kernel's environment: set "
+            "it to the URL of a server that speaks the Messages API (e.g. export "
+            "ANTHROPIC_BASE_URL=http://localhost:4000) before starting Jupyter, or in the "
+            "notebook with `%env ANTHROPIC_BASE_URL=...` and `%agent key`; "
+            + remote_hint("ANTHROPIC_BASE_URL (and ANTHROPIC_API_KEY)")
         )
     return None
 
