@@ -19,6 +19,7 @@ import { trackMarkers } from './marker';
 import { trackMirrors } from './mirror';
 import { eachContext, eachPanel } from './notebooks';
 import { restorePlugin } from './restore';
+import { trackSource } from './source';
 import { trackSuperseded } from './supersede';
 /* eslint-enable jupyter/prefer-lazy-imports */
 
@@ -76,6 +77,7 @@ const agentCellMarker: JupyterFrontEndPlugin<void> = {
     eachPanel(tracker, panel => {
       trackMarkers(panel.content, trans);
       trackSuperseded(panel.content);
+      trackSource(panel.content);
     });
   }
 };

@@ -7,6 +7,7 @@
  */
 import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { TranslationBundle, nullTranslator } from '@jupyterlab/translation';
+import { JSONObject } from '@lumino/coreutils';
 import { Widget } from '@lumino/widgets';
 
 import { ANSWER_BODY_CLASS } from './answer';
@@ -27,10 +28,13 @@ import {
   ITurnRecord,
   IVariableChange,
   TRANSCRIPT_MIME,
-  readRecord
+  isJSONObject,
+  readRecord,
+  statusOf
 } from './record';
 import { visibleText } from './sanitize';
 import { liveOutputToggle } from './supersede';
+import { shownNodes } from './visible';
 
 /** Class of the renderer's root node. */
 export const TRANSCRIPT_CLASS = 'qloop-transcript';
@@ -39,6 +43,8 @@ const UNREADABLE_CLASS = 'qloop-transcript-unreadable';
 export const LIVE_CLASS = 'qloop-transcript-live';
 /** How many items of the "sent to the model" list are shown. */
 export const EGRESS_SHOWN = 20;
+/** Class of the line saying the view shows the cell's saved record. */
+export const SOURCE_NOTICE_CLASS = 'qloop-transcript-source';
 
 function defaultTrans(): TranslationBundle {
   return nullTranslator.load(TRANSLATION_DOMAIN);
@@ -225,9 +231,10 @@ function toolCallCard(call: IToolCall, trans: TranslationBundle): HTMLElement {
     title.appendChild(element('span', 'qloop-fact', duration));
   }
   card.appendChild(title);
-  card.appendChild(
-    element('pre', 'qloop-tool-input', call.code ?? call.inputJson, trans)
-  );
+  // The code as the approval card shows it: every character, or its mark.
+  const input = element('pre', 'qloop-tool-input');
+  input.appendChild(shownNodes(document, call.code ?? call.inputJson, trans));
+  card.appendChild(input);
   if (call.code !== null && COPYABLE_DECISIONS.includes(call.decision)) {
     card.appendChild(copyButton(call.code, trans));
   }
@@ -368,10 +375,12 @@ export class TranscriptRenderer
    * turn grows, a newer update wins over a slower, older one.
    */
   async renderModel(model: IRenderMime.IMimeModel): Promise<void> {
+    this._model = model;
     const generation = ++this._generation;
     const isCurrent = () => generation === this._generation;
     try {
-      const result = readRecord(model.data[TRANSCRIPT_MIME], this._trans);
+      const shown = this._source ?? model.data[TRANSCRIPT_MIME];
+      const result = readRecord(shown, this._trans);
       if (!result.ok) {
         this._showUnreadable(result.reason);
         return;
@@ -383,6 +392,12 @@ export class TranscriptRenderer
       const record = receivedByMeta(model)
         ? { ...result.record, received: true }
         : result.record;
+      if (this._source !== null) {
+        const notice = this._trans.__(
+          "shown from the cell's saved record, which a re-run replays: the output saved with the notebook holds other code"
+        );
+        host.appendChild(element('div', SOURCE_NOTICE_CLASS, notice));
+      }
       staticParts(record, this._trans).forEach(part => host.appendChild(part));
       if (host === view) {
         // The only view of its turn: it can show the live output it hides.
@@ -400,6 +415,27 @@ export class TranscriptRenderer
           error instanceof Error ? error.message : String(error)
         );
       }
+    }
+  }
+
+  /**
+   * Show the cell's saved record (what a re-run replays) instead of the
+   * output's when their code differs, so the view shows the code the card
+   * will run; null: the output's own record.
+   */
+  showSource(record: JSONObject | null): void {
+    // A running turn's metadata is ahead of its output until the turn ends.
+    const differs =
+      record !== null &&
+      statusOf(record) !== 'running' &&
+      !sameCode(record, this._model);
+    const next = differs ? record : null;
+    if (next === this._source) {
+      return;
+    }
+    this._source = next;
+    if (this._model) {
+      void this.renderModel(this._model);
     }
   }
 
@@ -470,6 +506,32 @@ export class TranscriptRenderer
 
   private readonly _trans: TranslationBundle;
   private _generation = 0;
+  private _model: IRenderMime.IMimeModel | null = null;
+  private _source: JSONObject | null = null;
+}
+
+/** The code of each tool call of a record, in order. */
+export function codesOf(record: unknown): string[] {
+  const calls = isJSONObject(record) ? record['tool_calls'] : null;
+  if (!Array.isArray(calls)) {
+    return [];
+  }
+  return calls.map(call => {
+    const input = isJSONObject(call) ? call['input'] : null;
+    return JSON.stringify(isJSONObject(input) ? input : null);
+  });
+}
+
+function sameCode(
+  record: JSONObject,
+  model: IRenderMime.IMimeModel | null
+): boolean {
+  const mirror = codesOf(model?.data[TRANSCRIPT_MIME]);
+  const saved = codesOf(record);
+  return (
+    mirror.length === saved.length &&
+    mirror.every((code, index) => code === saved[index])
+  );
 }
 
 /** Whether the kernel marked the shown record as received from elsewhere. */

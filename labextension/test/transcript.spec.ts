@@ -188,12 +188,13 @@ describe('TranscriptRenderer', () => {
   it('shows bidi controls in code and names instead of applying them', async () => {
     const node = await render(RECORD);
     expect(text(node, '.qloop-tool-name')).toEqual(['run\\u202e_code']);
+    // Code is shown as the approval card shows it (visible.ts).
     expect(text(node, '.qloop-tool-input')).toEqual([
-      'access = "user" # \\u202e } if is_admin: \\u2066'
+      'access = "user" # ⟨U+202E RIGHT-TO-LEFT OVERRIDE⟩ } if is_admin: ⟨U+2066 LEFT-TO-RIGHT ISOLATE⟩'
     ]);
-    expect(text(node, '.qloop-tool-input .qloop-bidi')).toEqual([
-      '\\u202e',
-      '\\u2066'
+    expect(text(node, '.qloop-tool-input .qloop-mark')).toEqual([
+      '⟨U+202E RIGHT-TO-LEFT OVERRIDE⟩',
+      '⟨U+2066 LEFT-TO-RIGHT ISOLATE⟩'
     ]);
     expect(node.textContent).not.toMatch(/[\u202a-\u202e\u2066-\u2069]/);
   });

@@ -113,7 +113,8 @@ class ReplayPlan:
         title = f"Replay {counted(steps, 'saved code step')}"
         if later:
             title += f" of {len(later) + 1} agent cells (this one and the {len(later)} queued after it)"
-        details = {"steps": codes, "notices": notices, "assessments": assessments}
+        adopted = [m for plan in (self, *later) for m in plan.record.messages]
+        details = {"steps": codes, "notices": notices, "assessments": assessments, "adopted": adopted}
         call = ToolCall("replay", "replay", {"steps": codes})
         joined = ReplayPlan(self.record, self.steps, self.received, assessments=tuple(assessments))
         return ApprovalRequest(call, title, None, details, assessment=joined.assessment())
