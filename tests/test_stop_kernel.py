@@ -66,11 +66,14 @@ def test_timeout_bounds_a_read_only_tool_whose_repr_sleeps(lab: LabKernel, api: 
     assert lab.run("print('alive')").strip() == "alive"
 
 
-def test_stop_ends_a_looping_run_code(lab: LabKernel, api: StandInAPI) -> None:
+@pytest.mark.parametrize("shell", ["subshell", "main shell"])
+def test_stop_ends_a_looping_run_code(lab: LabKernel, api: StandInAPI, shell: str) -> None:
+    """JupyterLab >= 4.4 sends the click on a subshell; VS Code and JupyterLab < 4.4 on the main
+    shell, where it waits behind the running step: the shell-channel thread sees it first."""
     loop = "import time\nlaps = 0\nwhile True:\n    laps += 1\n    time.sleep(0.05)"
     api.reset([Reply([tool_use("run_code", {"code": loop})]), Reply([text("unused")])])
-    subshell = lab.create_subshell()
-    agent = lab.execute("%%agent --new --approve auto\nLoop.", cell_id="stop-loop")
+    subshell = lab.create_subshell() if shell == "subshell" else None
+    agent = lab.execute("%%agent --new --approve auto\nLoop.", cell_id=f"stop-loop-{shell}")
     stop = lab.wait_for_button("Stop", parent=agent, timeout=30)
     lab.wait_for(lambda: "→ run_code" in lab.text(agent) or None, 30, "the step to start")
     time.sleep(0.5)
@@ -86,3 +89,17 @@ def test_stop_ends_a_looping_run_code(lab: LabKernel, api: StandInAPI) -> None:
     laps = int(lab.run("print(laps)").strip())
     time.sleep(0.3)
     assert int(lab.run("print(laps)").strip()) == laps  # the loop is not running any more
+
+
+def test_without_the_shell_channel_hook_stop_on_arrival_says_it_cannot() -> None:
+    """Outside a kernel whose shell-channel thread asks comms where messages go, nothing is
+    patched and the caller is told (the turn then says once that Stop needs a subshell)."""
+    from types import SimpleNamespace
+
+    from qloop_kernel.notebook.deadline import stop_on_arrival
+
+    clicked: list[bool] = []
+    widget = SimpleNamespace(comm=SimpleNamespace(_reply_subshell_for=lambda data, default: None))
+    assert stop_on_arrival(widget, lambda: clicked.append(True)) is False
+    assert stop_on_arrival(SimpleNamespace(comm=None), lambda: clicked.append(True)) is False
+    assert clicked == []

@@ -11,6 +11,7 @@ once; the step ends as it does on a timeout, and says why.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import signal
 import threading
@@ -22,8 +23,10 @@ from typing import Any
 from ..loop import CancelToken, TurnObserver
 from ..messages import ModelEvent, ModelResponse, ToolCall, ToolOutcome, Usage
 
+log = logging.getLogger("qloop.deadline")
 MIN_DELAY_S = 0.001  # setitimer(0) would switch the timer off
 REFIRE_S = 0.5
+REPORTERS = frozenset({"showtraceback", "showsyntaxerror", "_showtraceback"})
 STOPPED = "stopped with the Stop button: the step was interrupted"
 
 
@@ -81,7 +84,21 @@ class _Alarm:
         first = min(due, key=lambda limit: limit.at)
         first.at = now + REFIRE_S  # code that catches the exception and goes on is stopped again
         self._arm()
+        if _reporting(frame):  # IPython is showing the step's traceback: the step has ended
+            return
         raise StepStopped(first.message)
+
+
+def _reporting(frame: Any) -> bool:
+    """Whether ``frame`` runs inside IPython's traceback display (``showtraceback``), which can
+    take longer than ``REFIRE_S`` on a busy machine and reports a second exception as its own
+    failure ("Unexpected exception formatting exception") instead of the step's."""
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name in REPORTERS and "IPython" in code.co_filename:
+            return True
+        frame = frame.f_back
+    return False
 
 
 _ALARM = _Alarm()
@@ -209,6 +226,54 @@ class _WatchingObserver(TurnObserver):
 
     def on_tool_end(self, outcome: ToolOutcome) -> None:
         self.inner.on_tool_end(outcome)
+
+
+def stop_on_arrival(widget: Any, on_click: Callable[[], None]) -> bool:
+    """Call ``on_click`` as soon as a click on ``widget`` reaches the kernel, from any frontend.
+
+    VS Code and JupyterLab < 4.4 send widget clicks on the main shell, whose messages wait while
+    the main thread runs a step. ipykernel 7.4's shell-channel thread reads every shell message
+    first and asks the comm where a comm message goes (``_reply_subshell_for``, private): the
+    click is seen there and ``on_click`` runs on that thread, before the message is routed (it is
+    still handled later as usual). False when this ipykernel offers no such hook.
+    """
+    comm: Any = getattr(widget, "comm", None)
+    route = getattr(comm, "_reply_subshell_for", None)
+    if not callable(route) or not _routes_comm_messages():
+        return False
+
+    def routed(data: Any, default: Any) -> Any:
+        if _is_click(data):
+            try:
+                on_click()
+            except Exception:  # the shell channel must keep routing whatever happens here
+                log.exception("qloop: Stop could not be applied on the shell channel")
+        return route(data, default)
+
+    comm._reply_subshell_for = routed
+    return True
+
+
+def _is_click(data: Any) -> bool:
+    content = data.get("content") if isinstance(data, dict) else None
+    return (
+        data.get("method") == "custom"
+        and isinstance(content, dict)
+        and (content.get("event") == "click")
+    )
+
+
+def _routes_comm_messages() -> bool:
+    """Whether the running kernel's shell-channel thread asks comms where their messages go."""
+    try:
+        from ipykernel.kernelbase import Kernel
+    except ImportError:
+        return False
+    main = getattr(Kernel, "shell_channel_thread_main", None)
+    if main is None or not Kernel.initialized():
+        return False
+    thread = getattr(Kernel.instance(), "shell_channel_thread", None)
+    return thread is not None and "_reply_subshell_for" in main.__code__.co_consts
 
 
 def clicks_where_sent(widget: Any) -> None:

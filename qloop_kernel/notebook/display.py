@@ -118,9 +118,7 @@ class TurnDisplay(TurnObserver):
 
             self._stop = StopButton(cancel.cancel)
             display(self._stop.widget)
-            from .deadline import clicks_where_sent
-
-            clicks_where_sent(self._stop.button)  # Stop works while a step runs
+            _stop_while_steps_run(self._stop.button, cancel)
         else:
             self._status_handle = display({"text/plain": ""}, raw=True, display_id=True)
         self._show_status(waiting_text(max_turns))
@@ -157,8 +155,7 @@ class TurnDisplay(TurnObserver):
         if outcome.decision == "denied":  # the person's words; the model's are in the result
             line(f"✘ {outcome.call.name}: not run, {denied_words(outcome.reason)}", "warn")
         elif outcome.is_error:
-            first = outcome.text.strip().splitlines()[0] if outcome.text.strip() else "error"
-            line(f"✘ {outcome.call.name}: {first}", "warn")
+            line(f"✘ {outcome.call.name}: {_error_line(outcome.text)}", "warn")
         elif outcome.call.name not in self.cards_for or outcome.decision in ("always", "auto"):
             line(f"✔ {outcome.call.name} ({outcome.duration_s:.2f} s)", "ok")
         if time.monotonic() - self._status_at >= STATUS_REFRESH_S:
@@ -239,6 +236,44 @@ class TurnDisplay(TurnObserver):
             self._refresh_text(force=True)
         self._text, self._text_handle, self._pieces = "", None, []
         self._thinking, self._thinking_handle = "", None
+
+
+STOP_UNREACHABLE = (
+    "Stop reaches a running step only from frontends that send clicks on a subshell "
+    "(JupyterLab 4.4 or later) with this ipykernel: elsewhere, interrupt the kernel to end a step"
+)
+_stop_warned = False
+
+
+def _stop_while_steps_run(button: Any, cancel: CancelToken) -> None:
+    """Stop works while a step runs: on the subshell a click arrives on, or else as soon as the
+    shell-channel thread sees it (main-shell clicks: VS Code, JupyterLab < 4.4)."""
+    global _stop_warned
+    from .deadline import clicks_where_sent, stop_on_arrival
+    from .pump import wake
+
+    clicks_where_sent(button)
+
+    def stop() -> None:
+        cancel.cancel()
+        wake()
+
+    if stop_on_arrival(button, stop) or _stop_warned:
+        return
+    from ipykernel.kernelbase import Kernel
+
+    if Kernel.initialized():  # a kernel whose shell channel offers no hook: say so once
+        _stop_warned = True
+        line(STOP_UNREACHABLE, "warn")
+
+
+def _error_line(text: str) -> str:
+    """The line that says why a tool failed: a code step's ``error:`` section (after its output),
+    else the result's first line."""
+    sections = text.strip().split("\n\n")
+    errors = [s for s in sections if s.startswith("error:")]
+    lines = (errors[-1][len("error:") :] if errors else text).strip().splitlines()
+    return lines[0] if lines else "error"
 
 
 def _piece_end(text: str) -> int | None:
