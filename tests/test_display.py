@@ -217,6 +217,18 @@ def test_tool_lines_skip_calls_that_show_a_card(shown: CapturedIO) -> None:
     ]
 
 
+def test_a_failed_steps_line_quotes_its_error_not_its_output(shown: CapturedIO) -> None:
+    turn = headless()
+    printed = "stdout:\nstarting\n\nTraceback (most recent call last):\n  x"
+    stopped = "error: stopped with the Stop button: the step was interrupted. Variables may be..."
+    turn.on_tool_end(
+        outcome("run_code", text=f"{printed}\n\n{stopped}\n\nchanges: a", is_error=True)
+    )
+    assert lines(shown) == [
+        "✘ run_code: stopped with the Stop button: the step was interrupted. Variables may be..."
+    ]
+
+
 def test_a_tool_line_is_short_and_escaped(shown: CapturedIO) -> None:
     turn = headless()
     turn.on_tool_start(ToolCall("toolu_1", "lookup", {"q": "<script>" + "x" * 200}))
