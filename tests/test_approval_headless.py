@@ -160,14 +160,19 @@ def test_replaying_read_steps_needs_no_card_under_readonly(
 def test_replaying_a_write_step_follows_the_kernels_policy(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from nbclient.exceptions import CellExecutionError
+
     _, nb = saved_turn(tmp_path, monkeypatch, "made = 1", "write")
-    with StandInAPI() as api:
-        run(nb, api, monkeypatch, "readonly")
-        assert api.requests == []
+    nb.cells[2].outputs = []
+    with StandInAPI() as api, pytest.raises(CellExecutionError, match="replay not run"):
+        run(nb, api, monkeypatch, "readonly")  # the run stops where the replay did not run
     shown = json.dumps(nb.cells[1].outputs)
-    assert "replay not run: denied by the approval policy 'readonly'" in shown
+    assert (
+        "replay not run: saved step 1 of 1 (`made = 1`) was not run: denied by the approval policy 'readonly'"
+        in shown
+    )
     assert "step 1, line 1: creates made" in shown
-    assert marks(nb) == []
+    assert nb.cells[2].outputs == []  # the report cell never ran
     with StandInAPI() as api:
         run(nb, api, monkeypatch, "write")
         assert api.requests == []

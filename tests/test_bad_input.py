@@ -465,7 +465,10 @@ def test_crafted_records_run_nothing_but_approved_steps_and_follow_the_policy(
             assert "Error" not in shown[key] and "replaying the saved turn" in shown[key], key
         else:
             assert_refused(nb.cells[1 + [c[0] for c in cases].index(key)], refusal)
-    assert "AgentError: replay not run: the saved record was received from elsewhere" in shown["received"]
+    assert (
+        "AgentError: replay not run: saved step 1 of 1 (`ran_received = True`)" in shown["received"]
+    )
+    assert "the saved record was received from elsewhere" in shown["received"]
     assert "qloop run --replay-received" in shown["received"]
 
 

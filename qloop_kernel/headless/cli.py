@@ -6,10 +6,21 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from ..permissions import POLICIES
 from ..redact import redact_text
+from .files import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_KERNEL,
+    EXIT_OK,
+    CliError,
+    check_output,
+    read_notebook,
+    write_atomic,
+    write_notebook,
+)
 
 
 def _say(text: str, file: TextIO | None = None) -> None:
@@ -18,94 +29,124 @@ def _say(text: str, file: TextIO | None = None) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import nbformat
-    from nbclient.exceptions import CellExecutionError
-
+    source = Path(args.notebook)
+    nb = read_notebook(source)
+    out = check_output(args.output or source.with_suffix(".executed.ipynb"))
+    _check_kernel(args.kernel)
+    _opt_in(args)
     from .runner import AgentNotebookClient
 
-    source = Path(args.notebook)
-    out = Path(args.output) if args.output else source.with_suffix(".executed.ipynb")
-    nb = nbformat.read(source, as_version=4)
-    if args.approve:
-        os.environ["QLOOP_APPROVAL"] = args.approve
-    if args.replay_received:
-        from ..notebook.replay import RECEIVED_OPT_IN
-
-        os.environ[RECEIVED_OPT_IN] = "1"  # the kernel inherits it; a notebook cannot set it
     client = AgentNotebookClient(
         nb,
+        progress=not args.quiet,
         timeout=args.timeout,
         kernel_name=args.kernel,
         resources={"metadata": {"path": str(source.parent)}},
     )
-    status = 0
-    try:
-        client.execute()
-    except CellExecutionError as exc:
-        _say(f"qloop run: a cell failed: {_first_line(exc)}", file=sys.stderr)
-        status = 1
-    finally:
-        nbformat.write(nb, out)
+    status = _execute(client, args)
+    if status == EXIT_KERNEL and client.cell_index is None:
+        return status  # the kernel never started: nothing ran, nothing is written
+    target = out if status == EXIT_OK or not out.exists() else _failed_path(out)
+    write_notebook(nb, target)
+    if target != out:
+        _say(f"qloop run: the run did not finish; wrote what ran to {target} ({out} is left as it "
+             "was)", file=sys.stderr)  # fmt: skip
+    elif not args.quiet:
         _say(f"qloop run: wrote {out}", file=sys.stderr)
     return status
 
 
-def _first_line(exc: BaseException) -> str:
+def _opt_in(args: argparse.Namespace) -> None:
+    """What the command line allows, in the environment the kernel inherits (a notebook cannot
+    set it)."""
+    from ..notebook.replay import CONTINUE_ON_DENIED, RECEIVED_OPT_IN
+
+    if args.approve:
+        os.environ["QLOOP_APPROVAL"] = args.approve
+    if args.replay_received:
+        os.environ[RECEIVED_OPT_IN] = "1"
+    if args.continue_on_denied:
+        os.environ[CONTINUE_ON_DENIED] = "1"
+
+
+def _execute(client: Any, args: argparse.Namespace) -> int:
+    """Run the notebook; the exit code, with one line on stderr when it did not finish."""
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+    try:
+        client.execute()
+    except CellExecutionError as exc:
+        _fail(client, f"failed: {error_line(exc)}")
+        return EXIT_FAILED
+    except CellTimeoutError:
+        _fail(client, f"ran longer than --timeout {args.timeout:g} s and was stopped")
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        _fail(client, "interrupted (Ctrl-C)")
+        return EXIT_INTERRUPTED
+    except DeadKernelError:
+        _fail(client, "stopped: the kernel died (out of memory, or it crashed)")
+        return EXIT_KERNEL
+    except Exception as exc:  # the kernel did not start: nbclient raises what the launch raised
+        if client.cell_index is not None:
+            raise
+        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+        _say(f"qloop run: the kernel '{args.kernel}' did not start ({reason}); check "
+             "`jupyter kernelspec list` and the kernel's Python", file=sys.stderr)  # fmt: skip
+        return EXIT_KERNEL
+    return EXIT_OK
+
+
+def _fail(client: Any, what: str) -> None:
+    where = "the run" if client.cell_index is None else f"cell {client.cell_index + 1}"
+    _say(f"qloop run: {where} {what}", file=sys.stderr)
+
+
+def _failed_path(out: Path) -> Path:
+    return out.with_name(out.name.removesuffix(".ipynb") + ".failed.ipynb")
+
+
+def error_line(exc: Any) -> str:
+    """A failed cell's ``Type: message`` line (the error, not a line of its traceback)."""
     from ..tools.runtime import strip_ansi
 
-    lines = [line for line in strip_ansi(str(exc)).splitlines() if line.strip()]
-    return lines[-1] if lines else type(exc).__name__
+    value = [line for line in strip_ansi(str(getattr(exc, "evalue", ""))).splitlines() if line]
+    name = getattr(exc, "ename", None) or type(exc).__name__
+    return f"{name}: {value[0].strip()}" if value else str(name)
+
+
+def _check_kernel(name: str) -> None:
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    specs = KernelSpecManager()
+    try:
+        specs.get_kernel_spec(name)
+    except NoSuchKernel:
+        known = ", ".join(sorted(specs.find_kernel_specs())) or "none"
+        raise CliError(
+            f"--kernel {name}: no such kernel (installed: {known}); `qloop install-kernel --user` "
+            "installs 'qloop'"
+        ) from None
 
 
 def _show(args: argparse.Namespace) -> int:
-    import nbformat
+    from .show import show
 
-    from ..records import METADATA_KEY, RecordError, load_record
-    from .runner import mirrored_record
-
-    nb = nbformat.read(args.notebook, as_version=4)
-    # Cells numbered from 1, as `qloop run` and JupyterLab number them.
-    rows = [("cell", "prompt", "status", "steps", "tokens", "cost")]
-    for index, cell in enumerate(nb.cells):
-        saved = cell.metadata.get(METADATA_KEY) or mirrored_record(cell)
-        if saved is None:
-            continue
-        number = str(index + 1)
-        try:
-            rec = load_record(saved)
-        except RecordError as exc:
-            rows.append((number, "", "invalid", "", "", redact_text(str(exc))[:60]))
-            continue
-        tokens = sum(rec.usage.model_dump().values())
-        cost = "" if rec.cost_usd is None else f"${rec.cost_usd:.4f}"
-        prompt = redact_text(rec.prompt).replace("\n", " ")  # before the cut: no piece shows
-        rows.append(
-            (number, prompt[:48], rec.status, str(len(rec.replay_steps())), f"{tokens:,}", cost)
-        )
-    if len(rows) == 1:
-        _say("no agent cells with saved records")
-        return 0
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        _say(
-            "  ".join(value.ljust(width) for value, width in zip(row, widths, strict=True)).rstrip()
-        )
-    return 0
+    return show(read_notebook(args.notebook), full=args.full, as_json=args.json)
 
 
 def _export(args: argparse.Namespace) -> int:
-    import nbformat
-
     from .export import to_notebook, to_script
 
     source = Path(args.notebook)
-    nb = nbformat.read(source, as_version=4)
+    nb = read_notebook(source)
     suffix = ".exported.ipynb" if args.to == "cells" else ".py"
-    out = Path(args.output) if args.output else source.with_name(source.stem + suffix)
+    out = check_output(args.output or source.with_name(source.stem + suffix))
     if args.to == "cells":
-        nbformat.write(to_notebook(nb), out)
+        write_notebook(to_notebook(nb), out)
     else:
-        out.write_text(to_script(nb), encoding="utf-8")
+        script = to_script(nb)
+        write_atomic(out, lambda handle: handle.write(script))
     _say(f"qloop export: wrote {out}", file=sys.stderr)
     return 0
 
@@ -113,29 +154,50 @@ def _export(args: argparse.Namespace) -> int:
 def _install_kernel(args: argparse.Namespace) -> int:
     from .kernelspec import install
 
-    where = install(user=args.user, prefix=args.prefix, name=args.name)
+    try:
+        where = install(user=args.user, prefix=args.prefix, name=args.name)
+    except ValueError:  # jupyter_client's check of the name
+        raise CliError(
+            f"--name {args.name!r} is not a valid kernel name; use only ASCII letters, digits "
+            "and '-', '.', '_'"
+        ) from None
+    except PermissionError as exc:
+        raise CliError(
+            f"cannot write the kernel spec ({exc.filename or exc}); use --user, or --prefix "
+            "with a folder you can write"
+        ) from None
     _say(f"installed kernel spec '{args.name}' in {where}")
     return 0
 
 
+EXIT_CODES = """\
+exit codes:
+  0    every cell ran (and every saved agent step replayed)
+  1    a cell failed, or a saved agent step was denied, blocked by the policy or failed
+       (the line says which cell and step and why); `qloop show`: a record is invalid
+  2    a mistake on the command line or in an input file (nothing was written)
+  3    the kernel did not start or died
+  130  interrupted (Ctrl-C)
+"""
+
+
 def parser() -> argparse.ArgumentParser:
-    main = argparse.ArgumentParser(prog="qloop", description="qloop-kernel notebook agent tools")
-    sub = main.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="execute a notebook headless, saving agent records")
-    run.add_argument("notebook")
-    run.add_argument("-o", "--output", help="where to write (default: NAME.executed.ipynb)")
-    run.add_argument("--approve", choices=POLICIES, help="approval policy (default: readonly)")
-    run.add_argument(
-        "--replay-received",
-        action="store_true",
-        help="replay saved agent steps that were not written by your kernel (a notebook you received); "
-        "read them first with `qloop show`",
+    main = argparse.ArgumentParser(
+        prog="qloop",
+        description="qloop-kernel notebook agent tools",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    run.add_argument("--timeout", type=float, default=600, help="seconds per cell (default 600)")
-    run.add_argument("--kernel", default="python3", help="kernel name (default python3)")
-    run.set_defaults(func=_run)
-    show = sub.add_parser("show", help="list the agent cells of a notebook")
+    main.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = main.add_subparsers(dest="command", required=True)
+    _run_parser(sub)
+    show = sub.add_parser(
+        "show", help="read the agent cells of a notebook: prompt, provenance, steps and their code",
+        epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
     show.add_argument("notebook")
+    show.add_argument("--full", action="store_true", help="every line of every step's code")
+    show.add_argument("--json", action="store_true", help="one JSON document, for scripts")
     show.set_defaults(func=_show)
     export = sub.add_parser(
         "export", help="turn approved agent steps into ordinary cells (runs without qloop)"
@@ -157,9 +219,49 @@ def parser() -> argparse.ArgumentParser:
     return main
 
 
+def _run_parser(sub: Any) -> None:
+    run = sub.add_parser(
+        "run", help="execute a notebook headless, saving agent records",
+        epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+    run.add_argument("notebook")
+    run.add_argument("-o", "--output", help="where to write (default: NAME.executed.ipynb)")
+    run.add_argument("--approve", choices=POLICIES, help="approval policy (default: readonly)")
+    run.add_argument(
+        "--replay-received",
+        action="store_true",
+        help="replay saved agent steps that were not written by your kernel (a notebook you "
+        "received), under the approval policy; read them first with `qloop show`",
+    )
+    run.add_argument(
+        "--continue-on-denied",
+        action="store_true",
+        help="go on when a saved agent step is denied or blocked (by default the run stops there: "
+        "later cells would run on state the replay never produced)",
+    )
+    run.add_argument("--timeout", type=float, default=600, help="seconds per cell (default 600)")
+    run.add_argument("--kernel", default="python3", help="kernel name (default python3)")
+    run.add_argument("-q", "--quiet", action="store_true", help="print only errors")
+    run.set_defaults(func=_run)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("qloop-kernel")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The ``qloop`` command; returns its exit code (a mistake: one line on stderr)."""
     args = parser().parse_args(argv)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except CliError as exc:
+        _say(f"qloop {args.command}: {exc}", file=sys.stderr)
+        return exc.code
 
 
 if __name__ == "__main__":

@@ -43,6 +43,8 @@ class SendsCellMetadata:
     progress: TextIO | None = None
     _metadata: dict[str, Any]
     _saved_digest: str | None = None
+    _last_step: str | None = None
+    cell_index: int | None = None  # the cell running or last run (None: none has started)
 
     def send_cell_metadata(self) -> None:
         self._metadata = {}
@@ -73,7 +75,19 @@ class SendsCellMetadata:
         kc.shell_channel.send(msg)
         return str(msg["header"]["msg_id"])
 
+    def process_message(self, msg: dict[str, Any], cell: Any, cell_index: int) -> Any:
+        """nbclient's handling of each IOPub message, and an agent cell's steps as they happen."""
+        output = super().process_message(msg, cell, cell_index)  # type: ignore[misc]  # a mixin
+        if self.progress is not None and is_agent_source(cell.source):
+            step = step_line(msg)
+            if step is not None and step != self._last_step:
+                self._last_step = step
+                self.progress.write(f"[{cell_index + 1}/{len(self.nb.cells)}]   {step}\n")
+                self.progress.flush()
+        return output
+
     def _before_cell(self, cell: Any, cell_index: int) -> None:
+        self.cell_index, self._last_step = cell_index, None
         self._metadata = {**dict(cell.metadata), "cellId": cell.get("id"), "qloopHeadless": True}
         saved = cell.metadata.get(METADATA_KEY)
         self._saved_digest = saved.get("digest") if isinstance(saved, dict) else None
@@ -109,6 +123,42 @@ class AgentNotebookClient(SendsCellMetadata, NotebookClient):
         return km
 
 
+def is_agent_source(source: str) -> bool:
+    return source.lstrip().startswith("%%agent")
+
+
+def step_line(msg: dict[str, Any]) -> str | None:
+    """The text of an agent cell's one-line note (a model call's status, a tool call, a decision,
+    a replay step) in an IOPub message, redacted; None for any other message."""
+    kind = msg.get("msg_type")
+    data = (msg.get("content") or {}).get("data") or {}
+    plain = data.get("text/plain")
+    if not isinstance(plain, str) or not plain.strip() or "\n" in plain.strip():
+        return None
+    if kind == "display_data" and "qloop-line" in str(data.get("text/html", "")):
+        return redact_text(plain.strip())  # a note: tool call, decision, replay step
+    if kind == "update_display_data" and set(data) == {"text/plain"}:
+        return redact_text(plain.strip())  # the turn's status: model calls, tokens, cost
+    return None
+
+
+def denied_note(record: Any) -> str:
+    """ ", 2 steps denied (by the approval policy 'readonly')" for a turn with denied steps."""
+    denied = [call for call in record.tool_calls if call.decision.kind == "denied"]
+    if not denied:
+        return ""
+    from ..permissions import POLICY_DENIAL_PREFIX
+
+    reasons = {str(call.decision.reason or "") for call in denied}
+    policies = sorted(
+        r.split("'")[1] for r in reasons if r.startswith(POLICY_DENIAL_PREFIX) and "'" in r
+    )
+    by = f" (by the approval policy '{policies[0]}')" if len(set(policies)) == 1 else ""
+    return (
+        f", {counted(len(denied), 'step')} denied{by}: what the notebook says may not have happened"
+    )
+
+
 def keep_record(cell: Any) -> None:
     """Copy the record of a cell's output mirror into its metadata; never lose the saved one."""
     from ..records.history import merged
@@ -142,6 +192,7 @@ def _progress_line(
                 line += f"  → not replayed, the saved record is kept ({original})"
             else:
                 line += f"  → agent {record.status}, {steps}, {usage_line(record)}"
+                line += denied_note(record)
         except RecordError as exc:
             line += f"  → {exc}"
     return redact_text(line) + "\n"

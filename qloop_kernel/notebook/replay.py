@@ -1,11 +1,16 @@
 """Replay of a saved agent cell: re-run its approved code steps in order, with no model call.
 
 Replay runs code that is not visible in the cell, so it needs approval like any code. Where the approval
-comes from never depends on the notebook's own text (a cell's ``--approve`` option is ignored here):
-- a record this user's kernel signed: one card listing the steps when someone can click; otherwise the
-  kernel's configured policy (``QLOOP_APPROVAL``, ``c.QloopAgent.approve``);
-- a received record (signed by someone else, or not signed): always the card with every step verbatim and
-  a "received" notice; headless only with the explicit opt-in ``qloop run --replay-received``.
+comes from never depends on the notebook's own text (a cell's ``--approve`` option is ignored here). The
+kernel's configured policy (``QLOOP_APPROVAL``, ``c.QloopAgent.approve``) decides first, for every record;
+then the record's provenance (``_decide``):
+- a record this user's kernel signed: runs when the policy runs its class; otherwise one card listing the
+  steps when someone can click (or grants that cover every step);
+- a received record (signed by someone else, not signed, or edited and re-digested): a policy that denies
+  its class denies it; otherwise always the card with every step verbatim and a "received" notice, and
+  headless only with the explicit opt-in ``qloop run --replay-received`` (under the policy).
+A headless replay that is not run fails the cell (``AgentError``), so a run stops where the notebook's
+saved state was not produced, unless ``QLOOP_CONTINUE_ON_DENIED=1`` (``qloop run --continue-on-denied``).
 Taking the saved conversation into the session is part of what is approved. Steps run through the same
 ToolRuntime as a turn (log line, code timeout). A step that now fails stops the replay; the saved record
 is kept unchanged.
@@ -27,7 +32,6 @@ from ..conversation import ConversationManager
 from ..grants import Grants
 from ..messages import ToolCall, ToolOutcome
 from ..permissions import (
-    HEADLESS_HINT,
     ApprovalPolicy,
     ApprovalRequest,
     Approve,
@@ -46,7 +50,15 @@ from ..tools.runtime import Tool, ToolRuntime
 from .cell import AgentError, CellContext, store_for
 from .undo import StepChanges, UndoLog, undo_log
 
-RECEIVED_OPT_IN = "QLOOP_REPLAY_RECEIVED"  # set by `qloop run --replay-received`, never by a notebook
+RECEIVED_OPT_IN = (
+    "QLOOP_REPLAY_RECEIVED"  # set by `qloop run --replay-received`, never by a notebook
+)
+REPLAY_HINT = (
+    "to allow it, set QLOOP_APPROVAL=auto (`qloop run --approve auto` headless); a cell's own "
+    "--approve does not apply to saved steps"
+)
+# Set by `qloop run --continue-on-denied`: a headless replay that was not run warns instead of failing.
+CONTINUE_ON_DENIED = "QLOOP_CONTINUE_ON_DENIED"
 RECEIVED_NOTICE = (
     "received from elsewhere: this record was not written by your kernel (not signed with your key). "
     "Read every step before you approve."
@@ -112,9 +124,16 @@ class ReplayPlan:
         steps = len(self.steps) + sum(len(plan.steps) for plan in later)
         title = f"Replay {counted(steps, 'saved code step')}"
         if later:
-            title += f" of {len(later) + 1} agent cells (this one and the {len(later)} queued after it)"
+            title += (
+                f" of {len(later) + 1} agent cells (this one and the {len(later)} queued after it)"
+            )
         adopted = [m for plan in (self, *later) for m in plan.record.messages]
-        details = {"steps": codes, "notices": notices, "assessments": assessments, "adopted": adopted}
+        details = {
+            "steps": codes,
+            "notices": notices,
+            "assessments": assessments,
+            "adopted": adopted,
+        }
         call = ToolCall("replay", "replay", {"steps": codes})
         joined = ReplayPlan(self.record, self.steps, self.received, assessments=tuple(assessments))
         return ApprovalRequest(call, title, None, details, assessment=joined.assessment())
@@ -171,10 +190,11 @@ def replay(host: ReplayHost, record: CellRecord, policy: Policy, cell: CellConte
         line("changed since the turn ran: " + "; ".join(drift), "warn")
     host.manager.keep(record, store_for(cell))
     decision = _decide(plan, ApprovalPolicy(policy, cell.interactive,
-                                            host.base_settings.ask_read, HEADLESS_HINT), cell, host)  # fmt: skip
+                                            host.base_settings.ask_read, REPLAY_HINT), cell, host)  # fmt: skip
     if isinstance(decision, Deny):
-        if plan.received and plan.steps and not cell.interactive:
-            raise AgentError(f"replay not run: {decision.reason}")
+        if plan.steps and not cell.interactive and os.environ.get(CONTINUE_ON_DENIED) != "1":
+            # What the notebook says did not happen: the cells after it would run on other state.
+            raise AgentError(denied_line(plan, decision, policy))
         line(f"replay not run: {decision.reason or 'denied'}", "warn")
         if record.answer:
             show_answer(record.answer, replayed=False)
@@ -223,9 +243,8 @@ def _run_steps(runtime: ToolRuntime, plan: ReplayPlan, log: UndoLog) -> list[str
         line(f"step {index}/{total}")
         outcome = runtime.run(ToolCall(step.id, step.name, dict(step.input)))
         if outcome.is_error:
-            first = outcome.text.strip().splitlines()[-1] if outcome.text.strip() else "failed"
             raise AgentError(
-                f"replay stopped at step {index} of {total}: {first}. The saved record is "
+                f"replay stopped at step {index} of {total}: {error_line(outcome.text)}. The saved record is "
                 "unchanged; re-run the cell with --fresh to ask the model again"
             )
         now = log.claim(step.id)  # what the step changed: the last one `%agent undo` undoes
@@ -235,6 +254,35 @@ def _run_steps(runtime: ToolRuntime, plan: ReplayPlan, log: UndoLog) -> list[str
             line(f"step {index}/{total}: {change}", "warn")
             differing.append(f"step {index}: {change}")
     return differing
+
+
+def error_line(text: str) -> str:
+    """The ``Type: message`` line of a failed step's result (not a traceback's source line, not a
+    change line after it); its first line when it has no error section."""
+    lines = [ln.strip() for ln in text.splitlines()]
+    for index in range(len(lines) - 1, -1, -1):
+        if lines[index] == "error:" and index + 1 < len(lines) and lines[index + 1]:
+            return lines[index + 1]
+        if lines[index].startswith("error: "):
+            return lines[index].removeprefix("error: ")
+    return next((ln for ln in lines if ln), "failed")
+
+
+def denied_line(plan: ReplayPlan, decision: Deny, policy: Policy) -> str:
+    """Which saved step a headless replay did not run and why, with the ways on."""
+    index = next(
+        (i for i, found in enumerate(plan.assessments, 1)
+         if decision.risk is not None and (found.risk if found else "unknown") == decision.risk),
+        1,
+    )  # fmt: skip
+    code = " ".join(plan.codes[index - 1].split())
+    shown = code if len(code) <= 60 else code[:59] + "…"
+    why = decision.reason or f"denied under the policy '{policy}'"
+    return (
+        f"replay not run: saved step {index} of {len(plan.steps)} (`{shown}`) was not run: {why}. "
+        "The cells after this one would run on state the replay never produced; "
+        "`qloop run --continue-on-denied` (QLOOP_CONTINUE_ON_DENIED=1) goes on without it"
+    )
 
 
 def _namespace_changes(step: ToolCallRecord, now: StepChanges | None) -> list[str]:
@@ -262,8 +310,9 @@ _approved_ahead: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDicti
 def _decide(
     plan: ReplayPlan, policy: ApprovalPolicy, cell: CellContext, host: Any = None
 ) -> Decision:
-    """The approval of a replay: the card, the configured policy by the steps' most severe class,
-    or the received-record opt-in."""
+    """The approval of a replay: the policy's verdict on the steps' most severe class, then the
+    record's provenance. Neither replaces the other: a policy that denies the class denies a
+    received record too, and a received record is never run by the policy or grants alone."""
     if not plan.steps and not plan.received:
         return Approve()  # nothing runs; the user's own conversation is taken back
     ahead = _approved_ahead.setdefault(host, set()) if host is not None else set()
@@ -271,24 +320,34 @@ def _decide(
         ahead.discard(plan.record.digest)
         return Approve()  # listed on the card of a cell before it in the same Run All
     request = plan.request()
-    if cell.interactive and plan.received:
-        return _card(plan, host, ahead, cell.cell_id)
-    if plan.received and os.environ.get(RECEIVED_OPT_IN) != "1":
-        return Deny(
-            "the saved record was received from elsewhere (not signed by your kernel); replay it "
-            "headless only with `qloop run --replay-received`, or open the notebook in JupyterLab "
-            "to review its steps"
-        )
-    if plan.received:
-        return Approve()  # the user opted in on the command line
-    verdict = policy.verdict(request.risk)
-    if verdict == "run":
-        return Approve(policy.name)
+    verdict = policy.verdict(request.risk) if plan.steps else "ask"
     if verdict == "deny":
         return policy.denial(request)
+    if plan.received:
+        return _received(plan, policy, cell, host, ahead)
+    if verdict == "run":
+        return Approve(policy.name)
     if host is not None and _granted(plan, host.grants, cell.cell_id):
         return Approve()
     return _card(plan, host, ahead, cell.cell_id)
+
+
+RECEIVED_BLOCK = (
+    "the saved record was received from elsewhere (not signed by your kernel); replay it headless "
+    "only with `qloop run --replay-received`, or open the notebook in JupyterLab to review its steps"
+)
+
+
+def _received(
+    plan: ReplayPlan, policy: ApprovalPolicy, cell: CellContext, host: Any, ahead: set[str]
+) -> Decision:
+    """A received record the policy allows: the card when someone can click (never the policy or
+    grants alone); headless, run only with the opt-in (``qloop run --replay-received``)."""
+    if cell.interactive:
+        return _card(plan, host, ahead, cell.cell_id)
+    if os.environ.get(RECEIVED_OPT_IN) != "1":
+        return Deny(RECEIVED_BLOCK)
+    return Approve(policy.name)  # the user opted in on the command line; the policy runs the class
 
 
 def _granted(plan: ReplayPlan, grants: Grants, cell_id: str | None) -> bool:

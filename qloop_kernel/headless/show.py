@@ -1,0 +1,170 @@
+"""``qloop show``: what each agent cell of a notebook would do, read before anything runs.
+
+Per agent cell: its number (as ``qloop run`` and JupyterLab number cells), the prompt, the record's
+provenance (``yours``: signed by your kernel; ``received``: not signed with your key, so it replays
+only after you read it; ``invalid``: refused, with the reason in full), its status and cost, and every
+step with its risk class (classified now, the way a replay classifies it), its decision and its code
+(bounded; ``--full`` for all). ``--json`` gives the same as one document. The exit code is 1 when
+any record is invalid.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..records import METADATA_KEY, CellRecord, RecordError, ToolCallRecord, load_record
+from ..redact import redact_text
+from .files import EXIT_FAILED, EXIT_OK
+
+CODE_LINES = 12  # of each step's code, without --full
+LINE_CHARS = 160
+ANSWER_CHARS = 400
+RECEIVED = (
+    "received: not signed by your kernel; read every step before `qloop run --replay-received`"
+)
+
+
+def show(nb: Any, *, full: bool = False, as_json: bool = False) -> int:
+    """Print the notebook's agent cells; the exit code (1 when a record is invalid)."""
+    cells = [entry for index, cell in enumerate(nb.cells) if (entry := cell_entry(cell, index))]
+    invalid = sum(1 for entry in cells if entry["provenance"] == "invalid")
+    if as_json:
+        print(json.dumps({"cells": cells, "invalid": invalid}, indent=2, ensure_ascii=False))
+    elif not cells:
+        print("no agent cells")
+    else:
+        for entry in cells:
+            for line in text_lines(entry, full):
+                print(line)
+    return EXIT_FAILED if invalid else EXIT_OK
+
+
+def cell_entry(cell: Any, index: int) -> dict[str, Any] | None:
+    """What ``qloop show`` says about one cell (None: not an agent cell, no record), redacted."""
+    from .export import is_agent_cell
+    from .runner import mirrored_record
+
+    saved = cell.get("metadata", {}).get(METADATA_KEY) or mirrored_record(cell)
+    if saved is None and not is_agent_cell(cell):
+        return None
+    entry: dict[str, Any] = {"cell": index + 1}
+    if saved is None:
+        return {**entry, "provenance": "none", "prompt": _prompt(cell), "steps": []}
+    try:
+        record = load_record(saved)
+    except RecordError as exc:
+        return {**entry, "provenance": "invalid", "reason": redact_text(str(exc)),
+                "prompt": _prompt(cell), "steps": []}  # fmt: skip
+    return {**entry, **record_entry(record)}
+
+
+def record_entry(record: CellRecord) -> dict[str, Any]:
+    from ..records.text import usage_line
+
+    replayed = {id(step) for step in record.replay_steps()}
+    return {
+        "provenance": "yours" if record.is_own() else "received",
+        "prompt": redact_text(record.prompt),
+        "status": record.status,
+        "model": record.model,
+        "usage": usage_line(record),
+        "cost_usd": record.cost_usd,
+        "steps": [step_entry(call, id(call) in replayed) for call in record.tool_calls],
+        "answer": redact_text(record.answer or ""),
+    }
+
+
+def step_entry(call: ToolCallRecord, replays: bool) -> dict[str, Any]:
+    code = call.input.get("code")
+    shown = code if isinstance(code, str) else json.dumps(call.input, ensure_ascii=False)
+    return {
+        "tool": call.name,
+        "risk": risk_of(call),
+        "decision": call.decision.kind,
+        "reason": redact_text(call.decision.reason or ""),
+        "failed": call.is_error,
+        "replays": replays,
+        "secret_cut": call.input_redacted,
+        "code": redact_text(shown),
+    }
+
+
+def risk_of(call: ToolCallRecord) -> str | None:
+    """The class of a ``run_code`` step, as a replay classifies it (without the kernel's variables);
+    None for a tool whose calls have no class."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    from ..tools.risk import classify
+
+    code = call.input.get("code")
+    if call.name != "run_code" or not isinstance(code, str):
+        return None
+    try:
+        return classify(TransformerManager().transform_cell(code)).risk
+    except Exception:  # code IPython cannot transform is never milder than unknown
+        return "unknown"
+
+
+def text_lines(entry: dict[str, Any], full: bool) -> list[str]:
+    """One cell as text: a head line, the prompt, each step with its code, the answer."""
+    number, provenance = entry["cell"], entry["provenance"]
+    if provenance == "none":
+        return [f"cell {number}  no saved record (running it asks the model)", *_quoted(entry)]
+    if provenance == "invalid":
+        return [f"cell {number}  invalid: {entry['reason']}", *_quoted(entry)]
+    who = "yours (signed by your kernel)" if provenance == "yours" else RECEIVED
+    lines = [f"cell {number}  {entry['status']}  {entry['model']}  {entry['usage']}",
+             f"  provenance: {who}", *_quoted(entry)]  # fmt: skip
+    total = len(entry["steps"])
+    for index, step in enumerate(entry["steps"], 1):
+        lines.append(f"  step {index}/{total}  {step['tool']}  {_step_head(step)}")
+        lines += ["      " + line for line in _bounded(step["code"], CODE_LINES, full)]
+    if entry["answer"]:
+        answer = entry["answer"] if full or len(entry["answer"]) <= ANSWER_CHARS else (
+            entry["answer"][: ANSWER_CHARS - 1] + "…"
+        )  # fmt: skip
+        lines += ["  answer:", *("      " + line for line in answer.splitlines())]
+    return [*lines, ""]
+
+
+def _step_head(step: dict[str, Any]) -> str:
+    parts = [f"class {step['risk']}" if step["risk"] else "no class", _decision(step)]
+    if step["failed"]:
+        parts.append("failed when it ran")
+    parts.append("replays" if step["replays"] else "does not replay")
+    if step["secret_cut"]:
+        parts.append("a secret was cut from it (replay refuses it)")
+    return " · ".join(parts)
+
+
+def _decision(step: dict[str, Any]) -> str:
+    words = {"auto": "run by the policy", "approved": "approved by a person",
+             "edited": "edited and approved", "always": "approved by a grant",
+             "readonly": "read-only", "denied": "denied"}  # fmt: skip
+    text = str(words.get(step["decision"], step["decision"]))
+    reason = " ".join(step["reason"].split())
+    if step["decision"] == "denied" and reason:
+        text += f" ({reason[:117] + '…' if len(reason) > 120 else reason})"
+    return text
+
+
+def _quoted(entry: dict[str, Any]) -> list[str]:
+    prompt = entry.get("prompt") or ""
+    return ["  prompt: " + line for line in prompt.splitlines() or [""]]
+
+
+def _bounded(code: str, limit: int, full: bool) -> list[str]:
+    lines = code.splitlines() or [""]
+    if full:
+        return lines
+    cut = [line if len(line) <= LINE_CHARS else line[: LINE_CHARS - 1] + "…" for line in lines]
+    if len(cut) <= limit:
+        return cut
+    return [*cut[:limit], f"… {len(lines) - limit} more lines (`qloop show --full` shows all)"]
+
+
+def _prompt(cell: Any) -> str:
+    from ..notebook.queued import agent_prompt
+
+    return redact_text(str(agent_prompt(str(cell.get("source", "")))[1]))
