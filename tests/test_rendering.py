@@ -222,3 +222,42 @@ def test_the_executed_demo_reads_as_one_transcript_in_nbconvert_html(
             assert whole.count(str(step.input["code"]).rstrip()) == 1, step.input["code"]
         assert whole.count(made.answer.replace("**", "").replace("`", "")[:60]) == 1
     assert "<strong>East</strong>" in body  # the second answer's bold, formatted
+
+
+def test_a_live_headless_turn_reads_as_one_transcript_in_nbconvert_html(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A new turn run by ``qloop run``'s client against the stand-in: the step's code once, its
+    output, the answer formatted after it."""
+    import io
+
+    from qloop_kernel.headless.runner import AgentNotebookClient
+    from qloop_kernel.testing import Reply, StandInAPI, text, tool_use
+
+    code = "y = 6 * 7\nprint('y is', y)"
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nb.cells = [
+        nbformat.v4.new_code_cell("%load_ext qloop_kernel"),
+        nbformat.v4.new_code_cell("%%agent\nSet y."),
+    ]
+    script = [
+        Reply([tool_use("run_code", {"code": code})]),
+        Reply([text("## Done\n\ny is now **42**:\n\n| name | value |\n|---|---|\n| y | 42 |")]),
+    ]
+    with StandInAPI(script) as api:
+        for name, value in {**api.environment(), "QLOOP_APPROVAL": "auto"}.items():
+            monkeypatch.setenv(name, value)
+        AgentNotebookClient(nb, progress=io.StringIO(), timeout=120).execute()
+    body, _ = HTMLExporter().from_notebook_node(nb)
+    [shown] = Outputs(body).cells
+    text_shown = shown.joined()
+    assert text_shown.count(code) == 1 and "y is 42" in text_shown
+    tags = [tag for tag, _ in shown.tags]
+    assert {"h2", "strong", "table", "td"} <= set(tags)
+    assert "**" not in text_shown and "|---|" not in text_shown
+    assert text_shown.index(code) < text_shown.index("y is 42") < text_shown.index("y is now 42")
