@@ -47,6 +47,8 @@ class Settings(BaseModel):
     max_output_chars: int = Field(100_000, ge=1_000)  # what a code step shows in the cell
     # Memory the snapshots for undoing a step may hold, in MB; None: a share of available memory
     undo_budget_mb: float | None = Field(None, ge=0)
+    # Device (GPU) memory undo snapshots may take, in MB: none by default, a device array is not copied
+    undo_device_budget_mb: float = Field(0, ge=0)
     # USD per million input, output tokens, optionally cache write and cache read tokens
     price: tuple[float, float] | tuple[float, float, float, float] | None = None
 
@@ -82,6 +84,10 @@ class Settings(BaseModel):
         if available is None:
             return UNDO_BUDGET_FALLBACK
         return min(int(available * UNDO_BUDGET_SHARE), UNDO_BUDGET_CAP)
+
+    def undo_device_budget_bytes(self) -> int:
+        """The device memory undo snapshots may take (copies of GPU arrays); 0 by default."""
+        return int(self.undo_device_budget_mb * 1024**2)
 
     def resolved_price(self, model: str) -> Price | None:
         """The price to count cost with; None if unknown and no USD budget needs it."""

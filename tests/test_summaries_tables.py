@@ -157,7 +157,8 @@ def test_jax_array() -> None:
     namespace = {"weights": jnp.arange(200_000.0).reshape(100, 2_000)}
     text = inspect_variable(namespace, "weights", rows=2)
     assert text.startswith("weights: jax.Array, shape 100 x 2,000, dtype float32")
-    assert "devices cpu:0" in text and "Statistics: not computed" in text
+    assert "devices cpu:0" in text
+    assert "Statistics on 2,048 evenly spaced of 200,000 elements, gathered on cpu:0" in text
     assert "Rows 0-1 along axis 0, first elements of other axes:" in text
     assert "100 x 2,000" in list_variables(namespace)
 

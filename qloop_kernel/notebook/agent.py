@@ -36,6 +36,7 @@ class CellOptions:
     settings: Settings
     fresh: bool = False
     new: bool = False
+    attach: tuple[str, ...] = ()  # --with items: files, variables, @cell-ids
 
 
 class KernelAgent:
@@ -51,6 +52,7 @@ class KernelAgent:
         self.grants = Grants()  # what runs without a card: cell, session and notebook grants
         self.notebook_grants = NotebookGrantStore(self.grants)
         self.turn_running = False  # undo waits until the turn has ended
+        self.rules_declined: set[tuple[str, str]] = set()  # rules files declined this session
         self.undo = self._undo_log()
 
     @property
@@ -73,6 +75,7 @@ class KernelAgent:
 
         log = undo_log(self.shell)
         log.budget = lambda: self.manager.settings.undo_budget_bytes()
+        log.device_budget = lambda: self.manager.settings.undo_device_budget_bytes()
         log.turn_running = lambda: self.turn_running
         log.on_step, log.on_undone = [], []  # a reloaded extension replaces the earlier agent's
         log.on_undone.append(self._tell_model)
@@ -169,12 +172,15 @@ class KernelAgent:
                 self.load_notebook_grants(cell)
                 replay(self, record, replay_policy(self.base_settings, cell), cell)
                 return None
-        return self.run_turn(prompt, options.settings, cell)
+        return self.run_turn(prompt, options.settings, cell, options.attach)
 
-    def run_turn(self, prompt: str, settings: Settings, cell: CellContext) -> TurnResult:
+    def run_turn(
+        self, prompt: str, settings: Settings, cell: CellContext, attach: tuple[str, ...] = ()
+    ) -> TurnResult:
         from ..records.drift import FingerprintingObserver, TurnPrints
         from ..records.history import AnnotatedStore
         from .changes import ChangesStore, StepOutcomes
+        from .context_turn import turn_context
         from .deadline import TurnWatch
         from .display import TurnDisplay, line
         from .ledger import cell_ledger
@@ -192,7 +198,11 @@ class KernelAgent:
         cards = {t.name for t in tools if t.requires_approval} if cell.interactive else set()
         cancel = CancelToken()
         watch = TurnWatch(settings.timeout, cancel)  # ends a running step on Stop or --timeout
+        context = turn_context(self, cell, list(attach))  # rules (asked for) and attachments
         prints = TurnPrints(self.shell.user_ns, cells=cell_ledger(self.shell).defined)
+        prints.sources = context.sources()
+        for name in (a.name for a in context.attachments if a.kind == "variable"):
+            prints.inspected(name)
         annotated = AnnotatedStore(
             store_for(cell),
             previous=cell.saved,
@@ -219,7 +229,7 @@ class KernelAgent:
         try:
             result, _ = self.manager.run_turn(
                 prompt, model=model, runtime=runtime, settings=settings, cell_id=cell.cell_id,
-                observer=observer, cancel=cancel, store=store,
+                observer=observer, cancel=cancel, store=store, context=context,
             )  # fmt: skip
         finally:
             self.turn_running, self.watch = False, None

@@ -21,14 +21,18 @@ import re
 import sys
 import types
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..records.drift import CHANGES_HEADING
 from ..tools.fingerprint import (
+    CHECK_EVERY,
+    VALUE_TIME_S,
     Change,
+    OutOfTime,
+    TimeLimit,
     ValuePrint,
     change_lines,
     changes,
@@ -38,11 +42,13 @@ from ..tools.fingerprint import (
 from ..tools.summaries import format_bytes, is_dataframe, is_ndarray, is_series
 from ..tools.summaries.arrow import is_arrow_array, is_arrow_table
 from ..tools.summaries.common import instance_of, is_lazy_like, libraries_of
+from ..tools.summaries.device import device_array, is_device_array, is_jax_array
 from ..tools.summaries.polars import is_polars_frame, is_polars_series
 
 MAX_RECORDED_STEPS = 500  # steps whose changes are kept for their records
 WALK_OBJECTS = 100_000  # objects a plain value may hold and still be measured and deep-copied
 BUDGET_HINT = "raise it with `%agent set undo_budget_mb N`"
+DEVICE_HINT = "raise it with `%agent set undo_device_budget_mb N`"
 _NAMESPACE_REASON = re.compile(r"^(creates|overwrites|changes|deletes) ([A-Za-z_]\w*)(?:,| \(|$)")
 # Libraries of connections, sessions, clients, locks and files: such objects are never copied.
 _LIVE_LIBRARIES = frozenset({
@@ -60,6 +66,19 @@ _SHARED = (
 # -- copying one value -----------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Size:
+    """What a snapshot of a value may keep alive: host bytes, and device bytes with their device."""
+
+    host: int
+    device: int = 0
+    where: str = ""  # the device of ``device`` bytes ("cuda:0"), "" when none
+
+
+class NotMeasured(Exception):
+    """A value that cannot be measured within the limits: the message says why."""
+
+
 def _pandas_copy_on_write() -> bool:
     import pandas as pd
 
@@ -68,21 +87,46 @@ def _pandas_copy_on_write() -> bool:
     return pd.get_option("mode.copy_on_write") is True
 
 
-def _pandas_size(value: Any) -> int:
-    usage = value.memory_usage(index=True, deep=False)
-    total = int(usage.sum()) if value.ndim == 2 else int(usage)
-    columns = [value[c] for c in value.columns] if value.ndim == 2 else [value]
-    for column in columns:  # object cells: their Python objects, estimated from a few
-        if getattr(column, "ndim", 1) == 1 and column.dtype == object and len(column):
+def _pandas_size(value: Any, limit: TimeLimit | None = None) -> int:
+    """Bytes of a frame or Series: numpy columns from their dtypes, others one by one (object
+    cells estimated from a few of them), the clock checked between columns."""
+    import numpy as np
+
+    frame = value.ndim == 2
+    dtypes = list(value.dtypes) if frame else [value.dtype]
+    total = int(value.index.memory_usage(deep=False))
+    others = []
+    for dtype, positions in _positions_by_dtype(dtypes).items():
+        if isinstance(dtype, np.dtype) and dtype.kind != "O":
+            total += len(value) * dtype.itemsize * len(positions)
+        else:
+            others += positions
+    for position in others:
+        column = value.iloc[:, position] if frame else value
+        total += int(column.memory_usage(index=False, deep=False))
+        if column.dtype == object and len(column):  # object cells: their Python objects
             sample = column.iloc[:: max(1, len(column) // 100)]
             total += int(sum(sys.getsizeof(v) for v in sample) / len(sample) * len(column))
+        if limit is not None:
+            limit.check()
     return total
 
 
-def data_size(value: object) -> int | None:
-    """Bytes a snapshot of a data value may keep alive; None when ``value`` is not data."""
+def _positions_by_dtype(dtypes: list[Any]) -> dict[Any, list[int]]:
+    found: dict[Any, list[int]] = {}
+    for position, dtype in enumerate(dtypes):
+        try:
+            found.setdefault(dtype, []).append(position)
+        except TypeError:  # an unhashable dtype: its own group
+            found[object()] = [position]
+    return found
+
+
+def data_size(value: object, limit: TimeLimit | None = None) -> int | None:
+    """Bytes a snapshot of a data value may keep alive in host memory; None when ``value`` is not
+    data (device arrays: see :func:`measure`)."""
     if is_dataframe(value) or is_series(value):
-        return _pandas_size(value)
+        return _pandas_size(value, limit)
     if is_ndarray(value):
         return int(value.nbytes)  # type: ignore[attr-defined]
     if is_polars_frame(value) or is_polars_series(value):
@@ -94,25 +138,55 @@ def data_size(value: object) -> int | None:
     return None
 
 
-def plain_size(value: object) -> int | None:
-    """Bytes of a plain value and what it holds; None past ``WALK_OBJECTS`` objects."""
+def _device_size(value: object) -> Size | None:
+    """The size of a device array (its host bytes when it lives on the host); None otherwise."""
+    if not is_device_array(value):
+        return None
+    info = device_array(value)
+    if info is None:
+        return Size(0)
+    return Size(info.nbytes) if info.on_host else Size(0, info.nbytes, info.device)
+
+
+def _big_container(item: object, room: int) -> bool:
+    """A container with more items than ``room``: known without listing what it holds."""
+    if isinstance(item, list | tuple | dict | set | frozenset | deque):
+        return len(item) > room
+    return False
+
+
+def _walk_size(value: object, limit: TimeLimit) -> Size:
+    """Host and device bytes of a plain value and what it holds (a bounded walk)."""
     seen: set[int] = set()
     stack = [value]
-    total = 0
+    host = device = 0
+    where = ""
     while stack:
         item = stack.pop()
         if id(item) in seen or isinstance(item, types.ModuleType | type | types.FunctionType):
             continue
         seen.add(id(item))
-        if len(seen) > WALK_OBJECTS:
-            return None
-        size = data_size(item) if item is not value else None
-        if size is not None:
-            total += size
-            continue
-        total += sys.getsizeof(item)
-        stack.extend(gc.get_referents(item))
-    return total
+        if len(seen) > WALK_OBJECTS or _big_container(item, WALK_OBJECTS - len(seen)):
+            raise NotMeasured(f"is too big to copy (over {WALK_OBJECTS:,} objects)")
+        if not len(seen) % CHECK_EVERY:
+            limit.check()
+        inner = _device_size(item) if item is not value else None
+        size = data_size(item, limit) if item is not value and inner is None else None
+        if inner is not None:
+            host, device, where = host + inner.host, device + inner.device, where or inner.where
+        elif size is not None:
+            host += size
+        else:
+            host += sys.getsizeof(item)
+            stack.extend(gc.get_referents(item))
+    return Size(host, device, where)
+
+
+def plain_size(value: object) -> int | None:
+    """Bytes of a plain value and what it holds; None past ``WALK_OBJECTS`` objects or
+    ``VALUE_TIME_S`` of measuring."""
+    found = _measured(value)
+    return found.host if isinstance(found, Size) else None
 
 
 def is_live_handle(value: object) -> bool:
@@ -121,12 +195,39 @@ def is_live_handle(value: object) -> bool:
     return bool(libraries_of(type(value)) & _LIVE_LIBRARIES)
 
 
+def measure(value: object, seconds: float = VALUE_TIME_S) -> Size:
+    """Host and device bytes a snapshot of ``value`` may keep alive.
+
+    Raises NotMeasured (its message says why) past ``WALK_OBJECTS`` objects or ``seconds``.
+    """
+    if isinstance(value, _SHARED) or is_live_handle(value) or is_jax_array(value):
+        return Size(0)  # kept as they are (a jax array cannot change in place)
+    limit = TimeLimit(seconds)
+    try:
+        device = _device_size(value)
+        if device is not None:
+            return device
+        found = data_size(value, limit)
+        size = Size(found) if found is not None else _walk_size(value, limit)
+        limit.check()
+    except OutOfTime:
+        raise NotMeasured(
+            f"is not tracked: measuring it takes over {seconds * 1000:g} ms"
+        ) from None
+    return size
+
+
+def _measured(value: object) -> Size | str:
+    try:
+        return measure(value)
+    except NotMeasured as why:
+        return str(why)
+
+
 def size_of(value: object) -> int | None:
-    """Bytes a snapshot of ``value`` may keep alive; None when it is too big to measure."""
-    if isinstance(value, _SHARED) or is_live_handle(value):
-        return 0
-    found = data_size(value)
-    return found if found is not None else plain_size(value)
+    """Host bytes a snapshot of ``value`` may keep alive; None when it cannot be measured."""
+    found = _measured(value)
+    return found.host if isinstance(found, Size) else None
 
 
 def snapshot_copy(value: object) -> tuple[object, str]:
@@ -143,6 +244,8 @@ def snapshot_copy(value: object) -> tuple[object, str]:
         return value.clone(), "clone"  # type: ignore[attr-defined]
     if is_arrow_table(value) or is_arrow_array(value) or instance_of(value, "polars", "LazyFrame"):
         return value, "kept (immutable)"
+    if is_jax_array(value):
+        return value, "kept (immutable)"  # jax arrays cannot be changed in place
     if is_lazy_like(value):
         return copy.copy(value), "copy of the plan"
     if is_live_handle(value):
@@ -161,6 +264,7 @@ class Saved:
     identity: int  # id() of the object the name held: an in-place restore keeps aliases right
     size: int
     how: str
+    device: int = 0  # device memory the copy takes
 
 
 @dataclass
@@ -176,10 +280,15 @@ class Snapshot:
     unbounded: str = ""  # why the step may change any variable ("" when bounded)
     budget: int = 0
     may_change: frozenset[str] = frozenset()  # what the analysis says it changes (when bounded)
+    device_budget: int = 0  # device memory the copies may take
 
     @property
     def held(self) -> int:
         return sum(s.size for s in self.saved.values())
+
+    @property
+    def device_held(self) -> int:
+        return sum(s.device for s in self.saved.values())
 
     def not_undone(self) -> list[str]:
         """Why this step cannot be undone entirely, one reason each (empty when it can)."""
@@ -223,8 +332,10 @@ def take_snapshot(
     budget: int,
     hidden: Mapping[str, Any] | None = None,
     reuse: Snapshot | None = None,
+    device_budget: int = 0,
 ) -> Snapshot:
-    """Save what ``code`` may change (per ``assessment``) within ``budget`` bytes.
+    """Save what ``code`` may change (per ``assessment``) within ``budget`` bytes of host memory
+    and ``device_budget`` bytes of device memory (device arrays are not copied beyond it).
 
     ``reuse``: an earlier snapshot whose copies are taken again where the value is the same object.
     """
@@ -240,25 +351,45 @@ def take_snapshot(
         unbounded=unbounded,
         budget=budget,
         may_change=frozenset(may_change or ()),
+        device_budget=device_budget,
     )
-    sizes = {n: size_of(namespace[n]) for n in candidates}
-    for name in sorted(candidates, key=lambda n: (sizes[n] is None, sizes[n] or 0, n)):
+    sizes = {n: _measured(namespace[n]) for n in candidates}
+    for name in sorted(candidates, key=lambda n: _order(sizes[n], n)):
         _save(snapshot, name, namespace[name], sizes[name], reuse)
     return snapshot
 
 
-def _save(
-    snapshot: Snapshot, name: str, value: object, size: int | None, reuse: Snapshot | None
-) -> None:
-    kind = type(value).__name__
-    if size is None:
-        snapshot.missed[name] = f"({kind}) is too big to copy (over {WALK_OBJECTS:,} objects)"
-        return
-    if snapshot.held + size > snapshot.budget:
-        snapshot.missed[name] = (
-            f"({format_bytes(size)}) is over the undo budget of "
+def _order(size: Size | str, name: str) -> tuple[bool, int, str]:
+    return (isinstance(size, str), size.host if isinstance(size, Size) else 0, name)
+
+
+def _over_budget(snapshot: Snapshot, value: object, size: Size) -> str | None:
+    """Why ``value`` does not fit the snapshot's budgets (None when it does)."""
+    if size.device and snapshot.device_held + size.device > snapshot.device_budget:
+        kind = type(value).__name__
+        return (
+            f"({kind}, {format_bytes(size.device)} on {size.where}) is not snapshotted: a copy "
+            f"would take device memory, and the undo device budget is "
+            f"{format_bytes(snapshot.device_budget)} ({DEVICE_HINT})"
+        )
+    if snapshot.held + size.host > snapshot.budget:
+        return (
+            f"({format_bytes(size.host)}) is over the undo budget of "
             f"{format_bytes(snapshot.budget)} ({BUDGET_HINT})"
         )
+    return None
+
+
+def _save(
+    snapshot: Snapshot, name: str, value: object, size: Size | str, reuse: Snapshot | None
+) -> None:
+    kind = type(value).__name__
+    if isinstance(size, str):
+        snapshot.missed[name] = f"({kind}) {size}"
+        return
+    over = _over_budget(snapshot, value, size)
+    if over is not None:
+        snapshot.missed[name] = over
         return
     earlier = reuse.saved.get(name) if reuse is not None else None
     if earlier is not None and earlier.identity == id(value):
@@ -269,7 +400,7 @@ def _save(
     except Exception as exc:  # unpicklable, uncopyable: the card names it
         snapshot.missed[name] = f"({kind}) cannot be copied: {type(exc).__name__}: {exc}"[:300]
         return
-    snapshot.saved[name] = Saved(saved, id(value), size, how)
+    snapshot.saved[name] = Saved(saved, id(value), size.host, how, size.device)
 
 
 # -- after the step ----------------------------------------------------------------------------
@@ -345,21 +476,32 @@ def step_changes(
 def _unseen_changes(
     snapshot: Snapshot, found: list[Change], after: Mapping[str, ValuePrint]
 ) -> list[Change]:
-    """Big values the code changes (per the analysis) whose sampled content looks the same.
+    """Values the code may change whose content cannot be compared: big ones whose sampled
+    content looks the same (when they were saved), and any that were not tracked (reading
+    them took over ``VALUE_TIME_S``).
 
-    A change outside the sample cannot be seen, so they are listed as maybe changed and undo puts
-    them back.
+    A change outside the sample cannot be seen, so they are listed as maybe changed.
     """
     seen = {c.name for c in found}
+    sampled = snapshot.may_change & snapshot.saved.keys() & after.keys() - seen
+    untracked = {
+        name
+        for name in snapshot.prints.keys() & after.keys() - seen
+        if after[name].untracked or snapshot.prints[name].untracked
+    }
     return [
         Change(
             name,
             "changed",
-            f"{after[name].describe()}, may have changed (not in the values sampled)",
+            f"{after[name].describe()}, may have changed ("
+            + (
+                f"not tracked: reading it takes over {VALUE_TIME_S * 1000:g} ms)"
+                if name in untracked
+                else "not in the values sampled)"
+            ),
             after[name].hash,
-        )  # fmt: skip
-        for name in sorted(snapshot.may_change & snapshot.saved.keys() & after.keys() - seen)
-        if after[name].sampled
+        )
+        for name in sorted(untracked | {n for n in sampled if after[n].sampled})
     ]
 
 
@@ -460,6 +602,7 @@ class UndoLog:
     def __init__(self, shell: Any) -> None:
         self.shell = shell
         self.budget: Callable[[], int] = default_budget
+        self.device_budget: Callable[[], int] = lambda: 0  # device memory for copies (setting)
         self.turn_running: Callable[[], bool] = lambda: False
         self.pending: Snapshot | None = None
         self.last: StepChanges | None = None  # the step Undo applies to
@@ -487,6 +630,7 @@ class UndoLog:
         return take_snapshot(
             code, self.shell.user_ns, assessment=assessment or self._classify(code),
             budget=self.budget(), hidden=getattr(self.shell, "user_ns_hidden", None), reuse=reuse,
+            device_budget=self.device_budget(),
         )  # fmt: skip
 
     def prepare(self, code: str, assessment: Any = None) -> Snapshot:

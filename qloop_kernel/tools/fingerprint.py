@@ -4,8 +4,12 @@ A fingerprint is what can be read of a value cheaply: its type, shape or length,
 column (frames) or of the elements (arrays, Series), a short value for small scalars and strings,
 and a content hash of a bounded, deterministic sample: at most ``HASH_CELLS`` evenly spaced cells
 of a frame or array, the first and last ``HASH_BYTES`` of a long string, ``WALK_NODES`` items of
-a container. Nothing is deep-copied and no big frame is scanned whole; lazy and distributed
+a container (a bounded walk), ``HASH_COLUMNS`` evenly spaced columns of a wide frame, and
+``DEVICE_SAMPLE`` evenly spaced elements of a device array (gathered on its device: a few KB move
+to the host). Nothing is deep-copied and no big frame is scanned whole; lazy and distributed
 collections (dask, Spark, polars LazyFrame) are described from their metadata and never computed.
+Reading one value stops after ``VALUE_TIME_S``: such a value is "not tracked" (its type, shape and
+identity are kept, not its content).
 
 :func:`changes` compares fingerprints taken before and after a step and gives one line per
 variable ("df: DataFrame 600×5 → 598×5, column date str → datetime64[us]"). No data library is
@@ -17,25 +21,33 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+import time
 import types
+from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
+from itertools import islice
 from typing import Any, Literal, Protocol
 
 from .summaries import is_dataframe, is_ndarray, is_series, qualified_name, shape_of
 from .summaries.arrow import is_arrow_array, is_arrow_table
 from .summaries.common import is_lazy_like
+from .summaries.device import device_array, host_sample, is_device_array
 from .summaries.lazy import _metadata, is_dask_frame, is_polars_lazyframe, is_spark_frame
 from .summaries.polars import is_polars_frame, is_polars_series
 
 HASH_CELLS = 100_000  # cells (rows × columns, or elements) behind the hash of big data
 PYTHON_CELLS = 20_000  # the same for data read through Python objects (object columns, Arrow)
 HASH_BYTES = 65_536  # of a long string or bytes: this much of its head and of its tail
-WALK_NODES = 10_000  # items of a container (nested ones included) behind its hash
+WALK_NODES = 2_000  # items of a container (nested ones included) behind its hash
 VALUE_CHARS = 40  # scalars and strings up to this long are shown with their value
 MAX_COLUMNS = 200  # columns whose dtypes a fingerprint keeps
 MAX_LINES = 30  # lines of a change list before "… and N more"
 SHOWN_COLUMNS = 3  # column changes named in one line before "and N more"
+HASH_COLUMNS = 100  # columns of a wide frame behind its hash, evenly spaced
+VALUE_TIME_S = 0.01  # CPU seconds hashing (or sizing, for undo) one value may take: "not tracked"
+CHECK_EVERY = 256  # walked items between two looks at the clock
 
 ChangeKind = Literal["created", "changed", "deleted"]
 _SCALARS = (int, float, complex, bool, type(None))
@@ -58,6 +70,7 @@ class ValuePrint:
     hash: str = ""  # of a bounded sample of the content; "" when that is not cheap
     identity: int = field(default=0, compare=False)
     sampled: bool = field(default=False, compare=False)  # the hash read a part of the content
+    untracked: bool = field(default=False, compare=False)  # reading it took over VALUE_TIME_S
 
     @property
     def label(self) -> str:
@@ -85,6 +98,26 @@ class ValuePrint:
 # -- one value -------------------------------------------------------------------------------
 
 
+class OutOfTime(Exception):
+    """Reading one value took longer than its time limit."""
+
+
+class TimeLimit:
+    """A limit on the CPU time of reading one value; :meth:`check` raises OutOfTime past it.
+
+    The thread's CPU time, not the wall clock: what is bounded is the work, which other busy
+    processes on the machine do not change.
+    """
+
+    def __init__(self, seconds: float = VALUE_TIME_S) -> None:
+        self.seconds = seconds
+        self.end = time.thread_time() + seconds
+
+    def check(self) -> None:
+        if time.thread_time() > self.end:
+            raise OutOfTime(f"over {self.seconds * 1000:g} ms")
+
+
 def _digest(*parts: bytes) -> str:
     hasher = hashlib.sha256()
     for part in parts:
@@ -97,55 +130,101 @@ def _step(length: int, budget: int) -> int:
     return max(1, math.ceil(length / max(budget, 1)))
 
 
+def spread(length: int, count: int) -> list[int]:
+    """``count`` evenly spaced positions of ``range(length)`` (all of them when fewer)."""
+    if length <= count:
+        return list(range(length))
+    return sorted({round(i * (length - 1) / (count - 1)) for i in range(count)})
+
+
+def dtype_text(dtype: Any) -> str:
+    """``str(dtype)``, remembered: numpy builds the name in Python (20 µs a column)."""
+    try:
+        return _dtype_text(dtype)
+    except TypeError:  # an unhashable dtype
+        return str(dtype)
+
+
+@lru_cache(maxsize=1024)
+def _dtype_text(dtype: Any) -> str:
+    return str(dtype)
+
+
 def _pandas_column_hash(column: Any) -> bytes:
-    """A hash of one sampled column; cells pandas cannot hash (tuples, lists) by their repr."""
+    """A hash of one sampled column; cells pandas cannot hash (lists, Arrow nested) by their repr."""
     import pandas as pd
 
     try:
         return bytes(pd.util.hash_pandas_object(column, index=False).to_numpy().tobytes())
-    except (TypeError, ValueError):
+    except Exception:  # unhashable cells; Arrow types without a hash kernel
         return repr(column.tolist()).encode("utf-8", "replace")
 
 
-def _pandas_print(value: Any) -> ValuePrint:
+def _pandas_cells(sample: Any, frame: bool, limit: TimeLimit) -> list[bytes]:
+    """Hashes of the sampled cells: one block when every column is numeric, else per column."""
+    import numpy as np
+
+    dtypes = list(sample.dtypes) if frame else [sample.dtype]
+    first = dtypes[0] if dtypes else None
+    if frame and len(set(dtypes)) == 1 and isinstance(first, np.dtype) and first.kind in "biufcmM":
+        return [np.ascontiguousarray(sample.to_numpy()).tobytes()]
+    parts = []
+    for i in range(sample.shape[1] if frame else 1):
+        parts.append(_pandas_column_hash(sample.iloc[:, i] if frame else sample))
+        limit.check()
+    return parts
+
+
+def _pandas_print(value: Any, limit: TimeLimit) -> ValuePrint:
     import pandas as pd
 
     frame = value.ndim == 2
     length = len(value)
-    width = len(value.columns) if frame else 1
-    objects = any(str(d) == "object" for d in (value.dtypes if frame else [value.dtype]))
+    width = value.shape[1] if frame else 1
+    positions = spread(width, HASH_COLUMNS)
+    dtypes: Any = value.dtypes if frame else None
+    sampled_dtypes = list(dtypes.iloc[positions]) if frame else [value.dtype]
+    objects = any(dtype_text(d) == "object" for d in sampled_dtypes)
     cells = PYTHON_CELLS if objects else HASH_CELLS  # object cells are hashed in Python
-    step = _step(length, cells // max(width, 1))
-    sample = value.iloc[::step]
-    columns = [sample.iloc[:, i] for i in range(width)] if frame else [sample]
-    parts = [_pandas_column_hash(column) for column in columns]
+    step = _step(length, cells // max(len(positions), 1))
+    sample = value.iloc[::step, positions] if frame else value.iloc[::step]
+    parts = _pandas_cells(sample, frame, limit)
     try:
         parts.append(pd.util.hash_pandas_object(sample.index).to_numpy().tobytes())
-    except (TypeError, ValueError):
+        names = pd.util.hash_pandas_object(value.columns if frame else pd.Index([value.name]))
+        parts.append(names.to_numpy().tobytes())
+    except Exception:
         parts.append(repr(sample.index.tolist()).encode("utf-8", "replace"))
-    names = repr(list(value.columns) if frame else value.name).encode("utf-8", "replace")
-    dtypes = (
-        tuple((str(k), str(v)) for k, v in list(value.dtypes.items())[:MAX_COLUMNS])
+        parts.append(repr(list(value.columns) if frame else value.name).encode("utf-8", "replace"))
+    if frame:
+        parts.append(repr([dtype_text(d) for d in sampled_dtypes]).encode())
+    columns = (
+        tuple((str(k), dtype_text(v)) for k, v in dtypes.iloc[:MAX_COLUMNS].items())
         if frame
         else ()
     )
     return ValuePrint(
         qualified_name(type(value)),
         shape=tuple(value.shape),
-        columns=dtypes,
+        columns=columns,
         dtype="" if frame else str(value.dtype),
-        hash=_digest(*parts, names, str(length).encode()),
-        sampled=step > 1,
+        hash=_digest(*parts, str(length).encode()),
+        sampled=step > 1 or len(positions) < width,
     )
 
 
-def _numpy_print(value: Any) -> ValuePrint:
+def _numpy_print(value: Any, limit: TimeLimit) -> ValuePrint:
     import numpy as np
+
+    from .summaries.numpy import is_file_backed, page_sample
 
     hashed = ""
     step = _step(value.size, HASH_CELLS)
     if not value.dtype.hasobject and value.size:
-        sample = np.ascontiguousarray(value.flat[np.arange(0, value.size, step)])
+        if is_file_backed(value):  # a few contiguous pages, not every page of the file
+            sample = np.ascontiguousarray(page_sample(value, HASH_CELLS))
+        else:
+            sample = np.ascontiguousarray(value.flat[np.arange(0, value.size, step)])
         hashed = _digest(sample.tobytes(), str(value.shape).encode(), str(value.dtype).encode())
     return ValuePrint(
         qualified_name(type(value)), shape=tuple(value.shape), dtype=str(value.dtype), hash=hashed,
@@ -153,7 +232,26 @@ def _numpy_print(value: Any) -> ValuePrint:
     )  # fmt: skip
 
 
-def _polars_print(value: Any) -> ValuePrint:
+def _device_print(value: Any, limit: TimeLimit) -> ValuePrint:
+    """Shape, dtype, device and a hash of a bounded sample gathered on the device."""
+    info = device_array(value)
+    if info is None:
+        raise ValueError("not a readable device array")
+    hashed, sampled = "", False
+    try:
+        sample = host_sample(value)
+    except Exception:  # meta tensors, device memory no loaded library reads
+        pass
+    else:
+        sampled = len(sample) < math.prod(info.shape)
+        hashed = _digest(sample.tobytes(), repr(info).encode())
+    return ValuePrint(
+        qualified_name(type(value)), shape=info.shape, dtype=info.dtype, hash=hashed,
+        sampled=sampled,
+    )  # fmt: skip
+
+
+def _polars_print(value: Any, limit: TimeLimit) -> ValuePrint:
     frame = is_polars_frame(value)
     length = value.height if frame else len(value)
     width = value.width if frame else 1
@@ -175,7 +273,7 @@ def _polars_print(value: Any) -> ValuePrint:
     )
 
 
-def _arrow_print(value: Any) -> ValuePrint:
+def _arrow_print(value: Any, limit: TimeLimit) -> ValuePrint:
     table = is_arrow_table(value)
     length = value.num_rows if table else len(value)
     width = value.num_columns if table else 1
@@ -215,8 +313,18 @@ def _lazy_print(value: Any) -> ValuePrint:
     return ValuePrint(kind, shape=shape, columns=columns, identity=id(value))
 
 
-def _walk_digest(value: object) -> str:
-    """A hash of a container's items, nested ones included, up to ``WALK_NODES`` of them.
+_CONTAINERS = (list, tuple, set, frozenset, deque)
+
+
+def _container_items(item: Any) -> list[Any]:
+    """At most WALK_NODES items of a container, in a stable order (sets by the repr of items)."""
+    first = list(islice(item, WALK_NODES))
+    return sorted(first, key=repr) if isinstance(item, set | frozenset) else first
+
+
+def _walk_digest(value: object, limit: TimeLimit | None = None) -> tuple[str, bool]:
+    """A hash of a container's items, nested ones included, up to ``WALK_NODES`` of them, and
+    whether the walk was cut there.
 
     Scalars and strings count by value; other objects by type and shape (not by content).
     """
@@ -226,23 +334,24 @@ def _walk_digest(value: object) -> str:
     while stack and seen < WALK_NODES:
         item = stack.pop()
         seen += 1
+        if limit is not None and not seen % CHECK_EVERY:
+            limit.check()
         if isinstance(item, dict):
             hasher.update(b"{%d" % len(item))
-            for key, inner in list(item.items())[:WALK_NODES]:
+            for key, inner in islice(item.items(), WALK_NODES):
                 stack.extend((inner, key))
-        elif isinstance(item, list | tuple | set | frozenset):
+        elif isinstance(item, _CONTAINERS):
             hasher.update(b"[%d" % len(item))
-            items = sorted(item, key=repr) if isinstance(item, set | frozenset) else item
-            stack.extend(reversed(list(items)[:WALK_NODES]))
+            stack.extend(reversed(_container_items(item)))
         elif isinstance(item, str | bytes | int | float | complex | bool | type(None)):
             hasher.update(repr(item)[: 2 * HASH_BYTES].encode("utf-8", "replace"))
         else:
             hasher.update(f"<{qualified_name(type(item))} {shape_of(item)}>".encode())
     hasher.update(b"+" if stack else b".")  # a container cut at the node budget says so
-    return hasher.hexdigest()[:16]
+    return hasher.hexdigest()[:16], bool(stack)
 
 
-def _plain_print(value: object) -> ValuePrint:
+def _plain_print(value: object, limit: TimeLimit) -> ValuePrint:
     kind = qualified_name(type(value))
     if isinstance(value, _SCALARS):
         text = repr(value)
@@ -253,49 +362,92 @@ def _plain_print(value: object) -> ValuePrint:
         ends = raw if len(raw) <= 2 * HASH_BYTES else raw[:HASH_BYTES] + raw[-HASH_BYTES:]
         shown = repr(value) if len(value) <= VALUE_CHARS else ""
         return ValuePrint(kind, length=len(value), value=shown, hash=_digest(ends))
-    if isinstance(value, list | tuple | dict | set | frozenset):
-        return ValuePrint(kind, length=len(value), hash=_walk_digest(value), identity=id(value))
-    return _object_print(value)
+    if isinstance(value, (dict, *_CONTAINERS)):
+        hashed, cut = _walk_digest(value, limit)
+        return ValuePrint(kind, length=len(value), hash=hashed, identity=id(value), sampled=cut)
+    return _object_print(value, limit)
 
 
-def _object_print(value: object) -> ValuePrint:
-    """Other objects: shape if any, and a hash of their attribute names and kinds."""
+def _object_print(value: object, limit: TimeLimit) -> ValuePrint:
+    """Other objects: shape if any, and a hash of their attributes (containers by a bounded walk)."""
     kind = qualified_name(type(value))
     shape = shape_of(value)
     attributes = getattr(value, "__dict__", None)
-    hashed = ""
+    hashed, cut = "", False
     if isinstance(attributes, dict) and not isinstance(value, type | types.ModuleType):
-        hashed = _walk_digest({str(k): _kind_of(v) for k, v in list(attributes.items())[:500]})
+        kinds = {str(k): _kind_of(v) for k, v in islice(attributes.items(), 500)}
+        hashed, cut = _walk_digest(kinds, limit)
+        containers = [
+            v for v in islice(attributes.values(), 500) if isinstance(v, (dict, *_CONTAINERS))
+        ]
+        if containers:
+            inner, inner_cut = _walk_digest(containers, limit)
+            hashed, cut = _digest(hashed.encode(), inner.encode()), cut or inner_cut
     return ValuePrint(
-        kind, shape=tuple(shape) if shape is not None else None, hash=hashed, identity=id(value)
-    )
+        kind, shape=tuple(shape) if shape is not None else None, hash=hashed, identity=id(value),
+        sampled=cut,
+    )  # fmt: skip
 
 
 def _kind_of(value: object) -> str:
-    if isinstance(value, _SCALARS | str):
+    if isinstance(value, (*_SCALARS, str)):
         return repr(value)[:200]
+    if isinstance(value, (dict, *_CONTAINERS)):
+        return f"{qualified_name(type(value))} len {len(value)}"
     return f"{qualified_name(type(value))} {shape_of(value)}"
 
 
-_READERS: list[tuple[Callable[[object], bool], Callable[[Any], ValuePrint]]] = [
+_READERS: list[tuple[Callable[[object], bool], Callable[[Any, TimeLimit], ValuePrint]]] = [
     (lambda v: is_dataframe(v) or is_series(v), _pandas_print),
     (is_ndarray, _numpy_print),
     (lambda v: is_polars_frame(v) or is_polars_series(v), _polars_print),
     (lambda v: is_arrow_table(v) or is_arrow_array(v), _arrow_print),
+    (is_device_array, _device_print),
 ]
 
 
-def fingerprint(value: object) -> ValuePrint:
-    """The fingerprint of ``value``, at bounded cost; never raises (a failure gives the type)."""
+def fingerprint(value: object, seconds: float = VALUE_TIME_S) -> ValuePrint:
+    """The fingerprint of ``value``, at bounded cost; never raises (a failure gives the type).
+
+    Past ``seconds`` of reading, the print is marked ``untracked`` and has no content hash.
+    """
+    limit = TimeLimit(seconds)
     try:
         for matches, read in _READERS:
             if matches(value):
-                return _with_identity(read(value), value)
+                found = _with_identity(read(value, limit), value)
+                if read is not _device_print:  # a device sample is bounded; its first gather
+                    limit.check()  # compiles (JAX) or loads kernels: not the value's size
+                return found
         if is_lazy_like(value):
             return _lazy_print(value)
-        return _plain_print(value)
+        found = _plain_print(value, limit)
+        limit.check()
+        return found
+    except OutOfTime:
+        return _untracked(value)
     except Exception:  # a value that cannot be read is described by its type alone
         return ValuePrint(qualified_name(type(value)), identity=id(value))
+
+
+def _untracked(value: object) -> ValuePrint:
+    """The print of a value whose content took too long to read: what its metadata says."""
+    shape = shape_of(value)
+    length = len(value) if isinstance(value, (dict, *_CONTAINERS, str, bytes)) else None
+    columns: tuple[tuple[str, str], ...] = ()
+    dtype = ""
+    try:
+        if is_dataframe(value):
+            dtypes = value.dtypes.iloc[:MAX_COLUMNS]  # type: ignore[attr-defined]
+            columns = tuple((str(k), str(v)) for k, v in dtypes.items())
+        elif shape is not None and hasattr(type(value), "dtype"):
+            dtype = str(value.dtype)  # type: ignore[attr-defined]
+    except Exception:  # metadata that cannot be read: the type and shape alone
+        pass
+    return ValuePrint(
+        qualified_name(type(value)), shape=shape, length=length, columns=columns, dtype=dtype,
+        identity=id(value), untracked=True,
+    )  # fmt: skip
 
 
 def _with_identity(print_: ValuePrint, value: object) -> ValuePrint:
@@ -341,7 +493,10 @@ def describe_change(before: ValuePrint, after: ValuePrint, *, private: bool = Fa
     """The change as "DataFrame 600×5 → 598×5, column date str → datetime64"; None if none shows.
 
     ``private``: only the type and whether it changed (no sizes, values or columns).
+    A print marked ``untracked`` has no content hash: only what else it keeps is compared.
     """
+    if before.untracked or after.untracked:
+        before, after = dataclasses.replace(before, hash=""), dataclasses.replace(after, hash="")
     if before == after and (before.hash or before.identity == after.identity):
         return None
     if private:

@@ -9,15 +9,27 @@ distributed collections are described from their metadata without computing them
 
 Modules: ``common`` (limits, paging, detection, text), ``reprs`` (bounded repr),
 ``containers``, ``pandas``, ``numpy``, ``polars``, ``arrow``, ``xarray``, ``tensors``,
-``lazy`` (dask, Spark, polars LazyFrame), ``callables`` (functions, classes, modules) and
-``objects`` (everything else).
+``device`` (CuPy and other device arrays), ``lazy`` (dask, Spark, polars LazyFrame),
+``callables`` (functions, classes, modules) and ``objects`` (everything else).
 """
 
 from __future__ import annotations
 
 from qloop_kernel.errors import ToolInputError
 
-from . import arrow, callables, containers, lazy, numpy, objects, pandas, polars, tensors, xarray
+from . import (
+    arrow,
+    callables,
+    containers,
+    device,
+    lazy,
+    numpy,
+    objects,
+    pandas,
+    polars,
+    tensors,
+    xarray,
+)
 from .callables import is_function_like
 from .common import (
     DEFAULT_ROWS,
@@ -47,6 +59,7 @@ KINDS: list[Kind] = [
     *arrow.KINDS,
     *xarray.KINDS,
     *tensors.KINDS,
+    *device.KINDS,
     *callables.KINDS,
     *containers.KINDS,
 ]

@@ -1,7 +1,14 @@
-"""numpy ndarrays: shape, dtype, memory, layout, statistics on a sample and rows along axis 0."""
+"""numpy ndarrays: shape, dtype, memory, layout, statistics on a sample and rows along axis 0.
+
+A memory-mapped array (``np.memmap``, ``np.load(mmap_mode=...)``) is sampled by pages: a few
+contiguous runs of elements spread over the file, never elements strided across all of it, so
+inspecting a 10 GB file reads at most about ``PAGE_RUNS * PAGE_RUN_BYTES``.
+"""
 
 from __future__ import annotations
 
+import math
+import mmap
 from collections.abc import Callable
 from typing import Any
 
@@ -49,10 +56,48 @@ def _layout(array: Any) -> str:
     return "F-contiguous" if array.flags.f_contiguous else "strided view"
 
 
+PAGE_RUNS = 16  # contiguous runs a file-backed array is sampled by
+PAGE_RUN_BYTES = 64 * 1024  # bytes of one run (16 pages of 4 KB)
+
+
+def is_file_backed(array: Any) -> bool:
+    """Whether ``array``'s memory is a mapped file (reading an element may read from disk)."""
+    np = loaded_module("numpy")
+    base = array
+    for _ in range(32):  # views of views: the owner of the memory is at the end of .base
+        if isinstance(base, np.memmap | mmap.mmap):
+            return True
+        base = getattr(base, "base", None)
+        if base is None:
+            return False
+    return False
+
+
+def page_sample(array: Any, count: int) -> Any:
+    """At most ``count`` elements of a file-backed array read as ``PAGE_RUNS`` contiguous runs.
+
+    Elements are taken in memory order (a view: nothing else is read); an array whose elements
+    are not contiguous in memory gives its first elements along axis 0.
+    """
+    np = loaded_module("numpy")
+    itemsize = max(int(array.itemsize), 1)
+    run = max(1, min(count // PAGE_RUNS, PAGE_RUN_BYTES // itemsize))
+    if array.flags.c_contiguous or array.flags.f_contiguous:
+        flat = array.reshape(-1, order="C" if array.flags.c_contiguous else "F")  # a view
+        if flat.size <= run * PAGE_RUNS:
+            return np.asarray(flat)
+        starts = np.linspace(0, flat.size - run, PAGE_RUNS).astype(np.int64)
+        return np.concatenate([np.asarray(flat[start : start + run]) for start in starts])
+    rows = max(1, run * PAGE_RUNS // max(math.prod(array.shape[1:]), 1))
+    return np.asarray(array[:rows]).reshape(-1)[: run * PAGE_RUNS]
+
+
 def _array_sample(array: Any) -> Any:
     np = loaded_module("numpy")
     if array.size <= ARRAY_SAMPLE:
         return array.reshape(-1)
+    if is_file_backed(array):
+        return page_sample(array, ARRAY_SAMPLE)
     flat = np.random.default_rng(SAMPLE_SEED).choice(array.size, ARRAY_SAMPLE, replace=False)
     flat.sort()
     # Fancy indexing by coordinates reads only the sampled elements, whatever the strides.
@@ -68,6 +113,9 @@ def array_statistics(array: Any) -> list[str]:
     note = (
         "all elements"
         if array.size <= ARRAY_SAMPLE
+        else f"{len(values):,} of {array.size:,} elements in {PAGE_RUNS} contiguous runs "
+        "(a memory-mapped file: read by pages)"
+        if is_file_backed(array)
         else f"a deterministic random sample of {ARRAY_SAMPLE:,} of {array.size:,} elements"
     )
     np = loaded_module("numpy")

@@ -1,7 +1,9 @@
-"""torch tensors and jax arrays: shape, dtype, device; values without copying a big tensor.
+"""torch tensors and jax arrays: shape, dtype, device, bytes; statistics from a bounded sample.
 
-Statistics are computed for tensors in CPU memory only (through a zero-copy numpy view of a
-sample); a tensor on another device shows at most HEAD_ELEMENTS elements, copied for display.
+Statistics of a CPU tensor whose dtype numpy has come from a zero-copy numpy view (sampled like a
+numpy array); any other tensor or jax array (a GPU, bfloat16, float8) is sampled on its device
+(:mod:`.device`): a few KB are moved to the host, never the array. A head shows at most
+HEAD_ELEMENTS elements, converted on the device where numpy lacks the dtype.
 """
 
 from __future__ import annotations
@@ -15,43 +17,32 @@ from .common import (
     cut,
     format_bytes,
     format_shape,
-    instance_of,
     loaded_module,
     reject_paging,
     window,
 )
+from .device import device_array, is_jax_array, is_torch_tensor, statistics_lines
 from .lazy import head_extent
 from .numpy import array_statistics, format_array
 
 
-def is_torch_tensor(obj: object) -> bool:
-    """A torch Tensor."""
-    return instance_of(obj, "torch", "Tensor")
-
-
-def is_jax_array(obj: object) -> bool:
-    """A jax Array."""
-    return instance_of(obj, "jax", "Array")
-
-
 def summarize_torch_tensor(tensor: Any, label: str, paging: Paging) -> str:
-    """Shape, dtype, device, layout, gradient flag; statistics on CPU; a head of rows."""
-    shape = tuple(tensor.shape)
-    device = str(tensor.device)
-    nbytes = tensor.element_size() * tensor.numel()
+    """Shape, dtype, device, bytes, layout, gradient flag; statistics; a head of rows."""
+    info = device_array(tensor)
+    assert info is not None
     lines = [
-        f"{label}: torch.Tensor, shape {format_shape(shape)}, dtype {tensor.dtype}, "
-        f"device {device}, {format_bytes(nbytes)}, layout {tensor.layout}"
+        f"{label}: torch.Tensor, shape {format_shape(info.shape)}, dtype {info.dtype}, "
+        f"device {info.device}, {format_bytes(info.nbytes)}, layout {tensor.layout}"
         + (", requires_grad" if tensor.requires_grad else ""),
     ]
     view = _cpu_numpy_view(tensor)
     if view is not None:
         lines += array_statistics(view)
+    elif tensor.is_sparse or tensor.is_quantized:
+        lines.append(f"Statistics: not computed ({tensor.layout} tensor)")
     else:
-        lines.append(
-            f"Statistics: not computed (on {device}; a big tensor is not copied to the CPU)"
-        )
-    lines += ["", _head(tensor, shape, label, paging, lambda part: part.detach().cpu().numpy())]
+        lines += statistics_lines(tensor, info)
+    lines += ["", _head(tensor, info.shape, label, paging, _torch_to_numpy)]
     return "\n".join(lines).rstrip()
 
 
@@ -65,7 +56,38 @@ def _cpu_numpy_view(tensor: Any) -> Any:
         return None
 
 
+def _torch_to_numpy(part: Any) -> Any:
+    """A small part of a tensor on the host; dtypes numpy lacks are converted on the device."""
+    torch = loaded_module("torch")
+    part = part.detach()
+    if part.is_complex() and part.dtype != torch.complex128:
+        part = part.to(torch.complex64)
+    elif part.is_floating_point() and part.dtype not in (
+        torch.float16,
+        torch.float32,
+        torch.float64,
+    ):
+        part = part.to(torch.float32)
+    return part.cpu().numpy()
+
+
+def _jax_to_numpy(part: Any) -> Any:
+    np = loaded_module("numpy")
+    if "bfloat16" in str(part.dtype) or "float8" in str(part.dtype):
+        part = part.astype("float32")
+    return np.asarray(part)
+
+
 def _head(array: Any, shape: tuple[int, ...], label: str, paging: Paging, to_numpy: Any) -> str:
+    try:
+        return _head_unguarded(array, shape, label, paging, to_numpy)
+    except (RuntimeError, NotImplementedError, TypeError, ValueError) as exc:
+        return f"Values: not shown ({cut(f'{type(exc).__name__}: {exc}', 160)})"
+
+
+def _head_unguarded(
+    array: Any, shape: tuple[int, ...], label: str, paging: Paging, to_numpy: Any
+) -> str:
     if not shape:
         reject_paging(array, label, paging)
         return f"Value: {to_numpy(array).item()!r}"
@@ -80,33 +102,38 @@ def _head(array: Any, shape: tuple[int, ...], label: str, paging: Paging, to_num
 
 
 def summarize_jax_array(array: Any, label: str, paging: Paging) -> str:
-    """Shape, dtype, devices and sharding; a head of rows (a small copy to the host)."""
-    shape = tuple(array.shape)
+    """Shape, dtype, devices, bytes and sharding; statistics from a sample; a head of rows."""
+    info = device_array(array)
+    assert info is not None
     devices = sorted(str(device) for device in array.devices())
-    np = loaded_module("numpy")
     lines = [
-        f"{label}: jax.Array, shape {format_shape(shape)}, dtype {array.dtype}, "
-        f"{format_bytes(int(array.nbytes))}, devices {cut(', '.join(devices), 200)}",
+        f"{label}: jax.Array, shape {format_shape(info.shape)}, dtype {info.dtype}, "
+        f"{format_bytes(info.nbytes)}, devices {cut(', '.join(devices), 200)}",
         f"Sharding: {cut(str(array.sharding), 200)}",
-        "Statistics: not computed (jax arrays live on their devices; values are not copied)",
+        *statistics_lines(array, info),
         "",
-        _head(array, shape, label, paging, np.asarray),
+        _head(array, info.shape, label, paging, _jax_to_numpy),
     ]
     return "\n".join(lines).rstrip()
 
 
 def brief_torch_tensor(tensor: Any) -> Brief:
     """Shape, bytes, dtype and device of a tensor."""
-    nbytes = tensor.element_size() * tensor.numel()
-    details = f"{tensor.dtype}, {tensor.device}"
-    return Brief(format_shape(tuple(tensor.shape)), format_bytes(nbytes), cut(details, 60))
+    info = device_array(tensor)
+    if info is None:
+        return Brief()
+    details = f"{info.dtype}, {info.device}"
+    return Brief(format_shape(info.shape), format_bytes(info.nbytes), cut(details, 60))
 
 
 def brief_jax_array(array: Any) -> Brief:
-    """Shape, bytes, dtype and device count of a jax array."""
-    devices = len(array.devices())
-    details = f"{array.dtype}, {devices} device{'s' if devices != 1 else ''}"
-    return Brief(format_shape(tuple(array.shape)), format_bytes(int(array.nbytes)), details)
+    """Shape, bytes, dtype and devices of a jax array."""
+    info = device_array(array)
+    if info is None:
+        return Brief()
+    return Brief(
+        format_shape(info.shape), format_bytes(info.nbytes), cut(f"{info.dtype}, {info.device}", 60)
+    )
 
 
 KINDS = [
