@@ -289,3 +289,9 @@ def test_interactive_turns_show_a_stop_button_that_cancels(shown: CapturedIO) ->
     assert stop.disabled
     assert "interrupted: stopped with the Stop button · model call 0/3" in label.value
     assert lines(shown) == ["interrupted: stopped with the Stop button"]
+    # Viewers without the widget's state (nbconvert, GitHub) show the status, not the repr.
+    first, *_, last = [o for o in published(shown) if WIDGET_MIME in o.data]
+    assert first.data["text/plain"] == "waiting for the model · up to 3 model calls"
+    assert last.update and display_id(last) == display_id(first)
+    assert last.data["text/plain"].startswith("interrupted: stopped with the Stop button · ")
+    assert last.data[WIDGET_MIME] == first.data[WIDGET_MIME]

@@ -54,6 +54,12 @@ def show_answer(text: str, **flags: Any) -> Any:
     return display(answer_bundle(text, **flags), raw=True, display_id=True)
 
 
+def widget_bundle(widget: Any, text: str) -> dict[str, Any]:
+    """A widget's display bundle whose text fallback (what viewers without the widget's state show,
+    nbconvert and GitHub among them) is ``text`` instead of the widget's repr."""
+    return {**widget._repr_mimebundle_(), "text/plain": text}
+
+
 def status_text(
     model_calls: int, max_turns: int, elapsed: float, usage: Usage, cost: float | None
 ) -> str:
@@ -111,13 +117,18 @@ class TurnDisplay(TurnObserver):
         self._thinking_handle: Any = None
         self._last_refresh = 0.0
         self._stop: Any = None
+        self._stop_handle: Any = None
         self._status_handle: Any = None
         self._status_at = 0.0
         if interactive:
             from .approval import StopButton
 
             self._stop = StopButton(cancel.cancel)
-            display(self._stop.widget)
+            self._stop_handle = display(
+                widget_bundle(self._stop.widget, waiting_text(max_turns)),
+                raw=True,
+                display_id=True,
+            )
             _stop_while_steps_run(self._stop.button, cancel)
         else:
             self._status_handle = display({"text/plain": ""}, raw=True, display_id=True)
@@ -169,6 +180,7 @@ class TurnDisplay(TurnObserver):
         text = f"{head} · {self._status()}"
         if self._stop is not None:
             self._stop.finish(text)
+            self._stop_handle.update(widget_bundle(self._stop.widget, text), raw=True)
         else:
             self._show_status(text)
         if result.status != "completed" and not failed:
