@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import sys
 from pathlib import Path
 from typing import Any, TextIO
 
 from ..permissions import POLICIES
+from ..eval.cli import add_eval_parser
 from ..redact import redact_text
 from .files import (
     EXIT_FAILED,
@@ -44,7 +46,7 @@ def _run(args: argparse.Namespace) -> int:
         resources={"metadata": {"path": str(source.parent)}},
     )
     status = _execute(client, args)
-    if status == EXIT_KERNEL and client.cell_index is None:
+    if status in (EXIT_KERNEL, EXIT_INTERRUPTED) and client.cell_index is None:
         return status  # the kernel never started: nothing ran, nothing is written
     target = out if status == EXIT_OK or not out.exists() else _failed_path(out)
     write_notebook(nb, target)
@@ -71,30 +73,39 @@ def _opt_in(args: argparse.Namespace) -> None:
 
 def _execute(client: Any, args: argparse.Namespace) -> int:
     """Run the notebook; the exit code, with one line on stderr when it did not finish."""
-    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
-
     try:
         client.execute()
-    except CellExecutionError as exc:
+    except Exception as exc:
+        if client.interrupted:  # nbclient stopped the kernel on SIGINT/SIGTERM
+            _fail(client, "interrupted")
+            return EXIT_INTERRUPTED
+        return _failed(client, exc, args)
+    except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C while the kernel started
+        _fail(client, "interrupted")
+        return EXIT_INTERRUPTED
+    return EXIT_OK
+
+
+def _failed(client: Any, exc: Exception, args: argparse.Namespace) -> int:
+    """The exit code and one line for what stopped the run."""
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+    if isinstance(exc, CellExecutionError):
         _fail(client, f"failed: {error_line(exc)}")
         return EXIT_FAILED
-    except CellTimeoutError:
+    if isinstance(exc, CellTimeoutError):
         _fail(client, f"ran longer than --timeout {args.timeout:g} s and was stopped")
         return EXIT_FAILED
-    except KeyboardInterrupt:
-        _fail(client, "interrupted (Ctrl-C)")
-        return EXIT_INTERRUPTED
-    except DeadKernelError:
+    if isinstance(exc, DeadKernelError):
         _fail(client, "stopped: the kernel died (out of memory, or it crashed)")
         return EXIT_KERNEL
-    except Exception as exc:  # the kernel did not start: nbclient raises what the launch raised
-        if client.cell_index is not None:
-            raise
-        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
-        _say(f"qloop run: the kernel '{args.kernel}' did not start ({reason}); check "
-             "`jupyter kernelspec list` and the kernel's Python", file=sys.stderr)  # fmt: skip
-        return EXIT_KERNEL
-    return EXIT_OK
+    if client.cell_index is not None:
+        raise exc
+    # The kernel did not start: nbclient raises what the launch raised.
+    reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+    _say(f"qloop run: the kernel '{args.kernel}' did not start ({reason}); check "
+         "`jupyter kernelspec list` and the kernel's Python", file=sys.stderr)  # fmt: skip
+    return EXIT_KERNEL
 
 
 def _fail(client: Any, what: str) -> None:
@@ -216,6 +227,7 @@ def parser() -> argparse.ArgumentParser:
     kernel.add_argument("--prefix", help="install under this prefix (e.g. sys.prefix of a venv)")
     kernel.add_argument("--name", default="qloop")
     kernel.set_defaults(func=_install_kernel)
+    add_eval_parser(sub)
     return main
 
 

@@ -9,13 +9,16 @@ the papermill engine and the nbconvert preprocessor use it.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+import signal
 import sys
 import uuid
 from typing import Any, TextIO
 
 from nbclient import NotebookClient
-from nbclient.util import run_sync
+from nbclient.util import ensure_async, run_sync
 
 from ..records import METADATA_KEY, MIME_TYPE, RecordError, load_record
 from ..records.text import usage_line
@@ -109,7 +112,28 @@ class AgentNotebookClient(SendsCellMetadata, NotebookClient):
         """``progress``: a stream for one line per cell, True for stderr, None/False for none."""
         super().__init__(nb, **kwargs)
         self.progress = sys.stderr if progress is True else (progress or None)
+        self.interrupted = False  # Ctrl-C (SIGINT) or SIGTERM while the notebook ran
         self.send_cell_metadata()
+        self.on_notebook_start = self._note_interrupts
+
+    def _note_interrupts(self, notebook: Any) -> None:
+        """On SIGINT or SIGTERM, interrupt the running cell (it ends with KeyboardInterrupt, the
+        kernel shuts down cleanly); a second one shuts the kernel down at once, as nbclient does.
+        Either way the run reads as interrupted, not as a failed cell or a kernel that died."""
+        loop = asyncio.get_event_loop()
+
+        def interrupted() -> None:
+            first, self.interrupted = not self.interrupted, True
+            stop = self.km.interrupt_kernel() if first and self.km else self._async_cleanup_kernel()
+            self._signal_future = asyncio.ensure_future(ensure_async(stop))
+
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # Windows, or not main thread
+            for number in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(number, interrupted)
+
+    async def _async_cleanup_kernel(self) -> None:
+        if self.km is not None:  # once: after a signal, nbclient's own exit cleans up again
+            await super()._async_cleanup_kernel()
 
     def create_kernel_manager(self) -> Any:
         """The kernel talks over IPC sockets in the user's runtime directory: nothing on a port."""

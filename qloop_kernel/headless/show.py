@@ -110,9 +110,9 @@ def text_lines(entry: dict[str, Any], full: bool) -> list[str]:
     """One cell as text: a head line, the prompt, each step with its code, the answer."""
     number, provenance = entry["cell"], entry["provenance"]
     if provenance == "none":
-        return [f"cell {number}  no saved record (running it asks the model)", *_quoted(entry)]
+        return [f"cell {number}  no saved record (running it asks the model)", *_quoted(entry), ""]
     if provenance == "invalid":
-        return [f"cell {number}  invalid: {entry['reason']}", *_quoted(entry)]
+        return [f"cell {number}  invalid: {entry['reason']}", *_quoted(entry), ""]
     who = "yours (signed by your kernel)" if provenance == "yours" else RECEIVED
     lines = [f"cell {number}  {entry['status']}  {entry['model']}  {entry['usage']}",
              f"  provenance: {who}", *_quoted(entry)]  # fmt: skip
