@@ -28,9 +28,10 @@ from .messages import (
     now_iso,
 )
 from .records import CellRecord, RecordBuilder, TurnProgress
-from .redact import redact, redact_text
+from .redact import redact
 from .settings import Settings
 from .tools.runtime import ToolRuntime
+from .turn_context import TurnContext, context_record, estimate_request
 
 SYSTEM_PROMPT = """\
 You are a data-science assistant working inside a live Jupyter kernel, next to the user. The user's \
@@ -214,14 +215,26 @@ class ConversationManager:
         observer: TurnObserver | None = None,
         cancel: CancelToken | None = None,
         store: RecordStore | None = None,
+        context: TurnContext | None = None,
     ) -> tuple[TurnResult, CellRecord]:
-        """Run one turn of the shared conversation and save its record to ``store``."""
+        """Run one turn of the shared conversation and save its record to ``store``.
+
+        ``context``: the rules files (their text goes after the system prompt, in its cached block)
+        and the attached items (before the prompt, in the turn's first message).
+        """
         price = settings.resolved_price(model.model)
         history = self.context_policy.apply(self.messages)
-        user: Message = {"role": "user", "content": [{"type": "text", "text": redact_text(prompt)}]}
+        context = context or TurnContext()
+        system = context.system(self.system_prompt)
+        user = context.first_message(prompt)
+        estimate = estimate_request(
+            model.model, system=system, tools=runtime.schemas(), messages=[*history, user],
+            max_tokens=settings.max_output_tokens, price=price,
+        )  # fmt: skip
         builder = RecordBuilder(
             session_id=self.session_id, cell_id=cell_id, prompt=prompt, model=model.model,
             settings=settings.model_dump(mode="json"), started_at=now_iso(), opening=[user],
+            context=context_record(context, estimate, len(history)),
         )  # fmt: skip
         saving = _SavingObserver(
             observer or TurnObserver(), builder, lambda r: self._save(r, store),
@@ -229,7 +242,7 @@ class ConversationManager:
         )  # fmt: skip
         saving.save_running(force=True)
         loop = QueryLoop(
-            model, runtime, system=self.system_prompt, limits=settings.limits(), price=price,
+            model, runtime, system=system, limits=settings.limits(), price=price,
             observer=saving, cancel=cancel,
         )  # fmt: skip
         result = loop.run([*history, user])

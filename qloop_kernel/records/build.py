@@ -19,6 +19,7 @@ from ..text import truncate
 from .schema import (
     MAX_RECORD_BYTES,
     CellRecord,
+    ContextRecord,
     DecisionRecord,
     EgressRecord,
     ImagePlaceholder,
@@ -115,6 +116,7 @@ class RecordBuilder:
         settings: dict[str, Any],
         started_at: str,
         opening: list[dict[str, Any]] | None = None,
+        context: ContextRecord | None = None,
     ) -> None:
         self._fields: dict[str, Any] = {
             "session_id": session_id,
@@ -122,6 +124,7 @@ class RecordBuilder:
             "prompt": redact(prompt),
             "model": model,
             "settings": redact(settings),
+            "context": context,
         }
         self.started_at = started_at
         self._opening = saved_messages(opening or [])  # what a running record shows of the talk
@@ -129,8 +132,10 @@ class RecordBuilder:
         self.tool_calls: list[ToolCallRecord] = []
         self._running_calls: list[ToolCallRecord] = []  # the same, output summaries shortened
         self.egress: list[EgressRecord] = [
-            EgressRecord(kind="prompt", name="prompt", chars=len(prompt))
+            EgressRecord(kind="prompt", name="prompt", chars=len(prompt)),
+            *context_egress(context),
         ]
+        self._sent_first = len(self.egress)  # what the first request sent besides tool results
 
     def add(self, outcome: ToolOutcome) -> None:
         """Record one answered tool call (its record is built now, and only now)."""
@@ -177,7 +182,8 @@ class RecordBuilder:
         known = len(self._outcomes)
         same = len(outcomes) >= known and all(map(operator.is_, outcomes, self._outcomes))
         if not same:  # not the outcomes announced so far: build them all again
-            self._outcomes, self.tool_calls, self.egress = [], [], self.egress[:1]
+            self._outcomes, self.tool_calls = [], []
+            self.egress = self.egress[: self._sent_first]
             self._running_calls = []
             known = 0
         for outcome in outcomes[known:]:
@@ -262,6 +268,20 @@ def _saved_block(block: Any, redact: Callable[[Any], Any]) -> Any:
     if isinstance(block, dict) and block.get("type") in SIGNED_BLOCKS:
         return block if redact(block) == block else None
     return redact(block)
+
+
+def context_egress(context: ContextRecord | None) -> list[EgressRecord]:
+    """What a turn's rules files and attachments sent to the model."""
+    if context is None:
+        return []
+    sent = [EgressRecord(kind="rules", name=r.path[-200:], chars=r.chars)
+            for r in context.rules if r.chars]  # fmt: skip
+    kinds = {"variable": "variable", "cell": "cell"}
+    for item in context.attachments:
+        kind: Any = kinds.get(item.kind, "file")
+        sent.append(EgressRecord(kind=kind, name=item.name[-200:],
+                                 chars=item.chars + item.image_bytes))  # fmt: skip
+    return sent
 
 
 _EGRESS_KIND = {

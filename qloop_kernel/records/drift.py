@@ -28,7 +28,7 @@ from typing import Any
 
 from ..loop import TurnObserver
 from ..messages import ModelEvent, ModelResponse, ToolCall, ToolOutcome, Usage
-from .schema import CellPrint, Fingerprint, ToolCallRecord, VariablePrint
+from .schema import CellPrint, Fingerprint, SourcePrint, ToolCallRecord, VariablePrint
 
 HASH_ROWS = 10_000
 HASH_BYTES = 1_000_000
@@ -222,6 +222,7 @@ class TurnPrints:
     read: dict[str, VariablePrint] = field(default_factory=dict)
     assigned: set[str] = field(default_factory=set)
     modules: set[str] = field(default_factory=set)
+    sources: list[SourcePrint] = field(default_factory=list)  # rules and attachments sent
 
     def before_step(self, code: str) -> None:
         """Fingerprint the variables ``code`` reads that this turn has not read or set yet."""
@@ -256,6 +257,7 @@ class TurnPrints:
             read=list(self.read.values()),
             changed=changed,
             cells=list(cells.values()),
+            sources=list(self.sources),
         )
 
 
@@ -329,12 +331,36 @@ def differences(saved: Fingerprint | None, namespace: Mapping[str, Any]) -> list
         change = _variable_change(print_, variable_print(print_.name, namespace[print_.name]))
         if change:
             found.append(change)
+    found += source_differences(saved.sources)
     if saved.python and saved.python != python_version():
         found.append(f"Python {saved.python} → {python_version()}")
     for module, version in saved.libraries.items():
         now = library_version(module)
         if now != version:
             found.append(f"{module} {version} → {now or 'not installed'}")
+    return found
+
+
+def source_differences(sources: Iterable[SourcePrint]) -> list[str]:
+    """The rules files and attached files that changed, or are gone, since the turn ran."""
+    from pathlib import Path
+
+    from ..attachments import file_hash
+
+    found = []
+    for source in sources:
+        if source.kind == "cell":
+            continue  # an attached cell is compared with the cells run (see CellLedger)
+        what = "rules file" if source.kind == "rules" else "attached file"
+        path = Path(source.path)
+        try:
+            now = file_hash(path) if path.is_file() else None
+        except OSError:
+            now = None
+        if now is None:
+            found.append(f"{what} {source.path}: not found now")
+        elif now != source.sha256:
+            found.append(f"{what} {source.path}: changed since the turn ran")
     return found
 
 

@@ -93,7 +93,9 @@ class Timings(_Strict):
 class EgressRecord(_Strict):
     """Something that left the kernel for the model during the turn."""
 
-    kind: Literal["prompt", "variables", "variable", "output", "history", "tool"]
+    kind: Literal[
+        "prompt", "variables", "variable", "output", "history", "tool", "rules", "file", "cell"
+    ]
     name: str
     chars: int = Field(0, ge=0)
 
@@ -121,6 +123,14 @@ class CellPrint(_Strict):
     defines: list[str] = Field(default_factory=list)
 
 
+class SourcePrint(_Strict):
+    """A rules file or an attached file or cell the turn was sent: where, and the SHA-256 of it."""
+
+    kind: Literal["rules", "file", "cell"]
+    path: str  # a file's path, a cell's id
+    sha256: str
+
+
 class Fingerprint(_Strict):
     """What the turn read and changed, and with which Python and libraries: drift is told from it."""
 
@@ -129,12 +139,52 @@ class Fingerprint(_Strict):
     read: list[VariablePrint] = Field(default_factory=list)  # as the turn first read them
     changed: list[VariablePrint] = Field(default_factory=list)  # as the turn left them
     cells: list[CellPrint] = Field(default_factory=list)
+    sources: list[SourcePrint] = Field(default_factory=list)  # rules and attachments sent
+
+
+class RulesRecord(_Strict):
+    """A rules file found for the turn: whose, its hash and size, and whether it was sent."""
+
+    path: str
+    origin: Literal["user", "project"]
+    sha256: str = ""
+    chars: int = Field(0, ge=0)  # characters sent (0 when not used)
+    status: str  # used, cut, unapproved, changed, declined, off, unreadable, no room
+
+
+class AttachmentRecord(_Strict):
+    """An item of ``--with``: its kind, name, hash and size as sent."""
+
+    kind: Literal["file", "table", "image", "variable", "cell"]
+    name: str
+    sha256: str = ""
+    chars: int = Field(0, ge=0)
+    image_bytes: int = Field(0, ge=0)
+    note: str = ""
+
+
+class ToolSize(_Strict):
+    name: str
+    chars: int = Field(0, ge=0)  # of its definition's JSON as sent
+
+
+class ContextRecord(_Strict):
+    """What the turn's first request held besides the prompt, and its estimated size and cost."""
+
+    system_chars: int = Field(0, ge=0)  # the system prompt with the rules
+    rules: list[RulesRecord] = Field(default_factory=list)
+    attachments: list[AttachmentRecord] = Field(default_factory=list)
+    tools: list[ToolSize] = Field(default_factory=list)
+    history_messages: int = Field(0, ge=0)  # earlier messages of the conversation sent
+    estimated_tokens: int = Field(0, ge=0)  # of the first request, prompt included
+    estimated_cost_usd: float | None = None  # of its input, uncached; None: no known price
+    estimate_method: str = ""
 
 
 # Fields added after version 2 was first written: left out of the digest while they hold their
 # default, so that records written before them still verify. ``history`` is never digested: each
 # entry is a whole record that verifies on its own.
-_LATER_FIELDS = ("metadata_unseen", "fingerprint")
+_LATER_FIELDS = ("metadata_unseen", "fingerprint", "context")
 _NEVER_DIGESTED = ("digest", "signature", "history")
 
 
@@ -160,6 +210,7 @@ class CellRecord(_Strict):
     # The run could not see the cell's saved record (its client sent no cell metadata).
     metadata_unseen: bool = False
     fingerprint: Fingerprint | None = None
+    context: ContextRecord | None = None  # what the first request held besides the prompt
     history: list[dict[str, Any]] = Field(default_factory=list)  # earlier records, newest first
     digest: str = ""
     signature: str = ""
@@ -192,9 +243,7 @@ class CellRecord(_Strict):
     @property
     def replayable(self) -> bool:
         """Completed, and not a turn whose code steps were all denied or failed."""
-        return self.status == "completed" and (
-            not self.code_steps or bool(self.replay_steps())
-        )
+        return self.status == "completed" and (not self.code_steps or bool(self.replay_steps()))
 
     def _body(self) -> bytes:
         exclude: Any = set(_NEVER_DIGESTED)
@@ -207,6 +256,8 @@ class CellRecord(_Strict):
         elif unrecorded:
             exclude = {**dict.fromkeys(exclude, True), "tool_calls": unrecorded}
         body = _canonical(self.model_dump(mode="json", exclude=exclude))
+        if isinstance(body.get("fingerprint"), dict) and not body["fingerprint"].get("sources"):
+            body["fingerprint"].pop("sources", None)  # added later: earlier records verify
         text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return text.encode("utf-8")
 
