@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..permissions import POLICIES
-from ..eval.cli import add_eval_parser
 from ..redact import redact_text
 from .files import (
     EXIT_FAILED,
@@ -227,7 +226,6 @@ def parser() -> argparse.ArgumentParser:
     kernel.add_argument("--prefix", help="install under this prefix (e.g. sys.prefix of a venv)")
     kernel.add_argument("--name", default="qloop")
     kernel.set_defaults(func=_install_kernel)
-    add_eval_parser(sub)
     return main
 
 
