@@ -1,5 +1,5 @@
 """The ``%agent`` sub-commands: help, status, set, models, price, allow, grants, revoke, reset, key,
-history, export, undo, private."""
+history, export, context, undo, private."""
 
 from __future__ import annotations
 
@@ -34,11 +34,18 @@ HELP = """\
 %agent key                   type the API key for this kernel (not shown, never saved)
 %agent history               the earlier records the agent cells run in this kernel keep
 %agent export                this session's approved agent steps as one plain code cell below
+%agent context [full] [--with ITEM]
+                             what the next turn sends besides the prompt: the system prompt
+                             and rules files (where from, used or not), the tools and their
+                             sizes, attached items, the conversation, the first request's
+                             estimated tokens and cost; full: the system prompt's text too
 %agent undo                  put back what the last agent step changed; removes what it created
 %agent private [NAME ...]    keep variables from the agent (tools refuse to show them); no NAME:
                              list them; --clear [NAME ...]: make them (or all) visible again
 options: --approve {{{policies}}} --max-turns N --max-cost USD --max-tokens N
          --timeout SECONDS --code-timeout SECONDS --model NAME --new (fresh conversation) --fresh (ignore the saved record)
+         --with PATH|VARIABLE|@CELL-ID (repeatable, or a comma list): attach a file (text, CSV or
+         Parquet head and schema, image), a variable's summary or a cell to the turn
 policies by risk class ({classes}): ask (a card per step; `%agent set ask_read off` runs
   'read' steps without one), readonly ('read' steps run, the rest denied), write ('read' and
   'write' run, the rest asks, or is denied headless), auto (everything runs), deny (nothing)
@@ -276,6 +283,12 @@ def _key(magics: Any, args: list[str]) -> None:
     print("API key set for this kernel")
 
 
+def _context(magics: Any, args: list[str]) -> None:
+    from .context_turn import next_turn_view
+
+    print(next_turn_view(magics.agent, args))
+
+
 def _undo(magics: Any, args: list[str]) -> None:
     log = magics.agent.undo
     try:
@@ -350,5 +363,6 @@ COMMANDS = {
     "history": Command(_history, (0,)),
     "export": Command(_export, (0,)),
     "undo": Command(_undo, (0,)),
+    "context": Command(_context, (0, 1, 2, 3)),
     "private": Command(_private, tuple(range(33))),
 }

@@ -67,6 +67,7 @@ def _parser() -> _Parser:
     parser.add_argument("--provider", type=str.lower, choices=PROVIDERS)
     parser.add_argument("--new", action="store_true")
     parser.add_argument("--fresh", action="store_true")
+    parser.add_argument("--with", dest="attach", action="append", default=[])
     return parser
 
 
@@ -182,13 +183,23 @@ class AgentMagics(Magics):
             )
         # Option names are Settings field names; options not given keep the session's settings.
         overrides = {
-            k: v for k, v in vars(args).items() if v is not None and k not in ("fresh", "new")
+            k: v
+            for k, v in vars(args).items()
+            if v is not None and k not in ("fresh", "new", "attach")
         }
         try:
             settings = self.agent.manager.settings.updated(**overrides)
         except ValidationError as exc:
             raise UsageError(f"%%agent: {_first_error(exc)}") from None
-        self.agent.run_cell(prompt, CellOptions(settings=settings, fresh=args.fresh, new=args.new))
+        from ..attachments import split_items
+
+        options = CellOptions(
+            settings=settings,
+            fresh=args.fresh,
+            new=args.new,
+            attach=tuple(split_items(args.attach)),
+        )
+        self.agent.run_cell(prompt, options)
 
 
 _VALUE_WORDS = {"all", "on", "off", "none", "true", "false", "--clear"}
