@@ -10,6 +10,7 @@ variables the step created, changed and deleted (``undo``: saved before it runs,
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,7 @@ from ..settings import Settings
 from ..text import counted
 from ..tools.runtime import format_exception, strip_ansi, truncate
 from ..tools.summaries import bounded_repr
+from .clusters import ClusterStep, stop_message
 from .deadline import StepStopped, time_limit
 from .descriptors import descriptor_output
 
@@ -59,6 +61,9 @@ class CodeRunner:
         log = undo_log(self.shell)
         snapshot = log.begin(code)  # what the step may change, saved for undo
         kernel_streams = (sys.stdout, sys.stderr)
+        clusters = ClusterStep.begin()  # what the step starts on dask or Spark, stopped with it
+        code_limit = _code_limit(self.timeout_s)
+        result: Any = None
         try:
             with (
                 redacting_also(before),
@@ -70,14 +75,18 @@ class CodeRunner:
                 result = self.shell.run_cell(code, store_history=False, silent=False)
         finally:
             step = log.finish(snapshot, private=private.names)
+            error = _error_of(result)
+            stop = stop_message(error, _turn_watch(self.shell), code_limit)
+            cancelled = clusters.end(stopped=result is None or stop is not None)
+        if stop is not None and not isinstance(error, (StepStopped, KeyboardInterrupt)):
+            error = StepStopped(stop)  # a stop a library reported as its own error (py4j)
         # Private values as they were before and after the code: it may have set them.
         with redacting_also([*before, *private.values(self.shell.user_ns)]):
             # The outputs appear in the agent cell, below the call's card, bounded like the model's view.
             show_bounded(captured, self.max_output_chars or session_output_limit(self.shell))
-            error = result.error_before_exec or result.error_in_exec
             if isinstance(error, KeyboardInterrupt):
                 raise KeyboardInterrupt  # the user's interrupt ends the turn, not a tool failure
-            content = _content(captured, result.result, error, self.timeout_s)
+            content = _content(captured, result.result, error, cancelled)
             if step.changes:  # the model learns what its step did to the namespace
                 content[0] = {**content[0], "text": f"{content[0]['text']}\n\n{step.text()}"}
             content = [
@@ -133,8 +142,22 @@ def _timeout_message(seconds: float | None) -> str:
     return f"the code ran longer than the {seconds or 0:g} s limit and was interrupted"
 
 
+def _code_limit(seconds: float | None) -> tuple[float, str] | None:
+    return (time.monotonic() + seconds, _timeout_message(seconds)) if seconds else None
+
+
+def _error_of(result: Any) -> BaseException | None:
+    return None if result is None else result.error_before_exec or result.error_in_exec
+
+
+def _turn_watch(shell: Any) -> Any:
+    """The running turn's watch (Stop button, ``--timeout``), or None outside a turn."""
+    registry = getattr(getattr(shell, "magics_manager", None), "registry", {})
+    return getattr(getattr(registry.get("AgentMagics"), "_agent", None), "watch", None)
+
+
 def _content(
-    captured: Any, value: Any, error: BaseException | None, timeout: float | None
+    captured: Any, value: Any, error: BaseException | None, cancelled: list[str]
 ) -> list[Block]:
     sections: list[str] = []
     if captured.stdout:
@@ -146,7 +169,8 @@ def _content(
     if value is not None:
         sections.append("result:\n" + bounded_repr(value, RESULT_CHARS))
     if isinstance(error, StepStopped):  # a time limit or the Stop button
-        sections.append(f"error: {error}. Variables may be partly updated.")
+        stopped = "".join(f"; {note}" for note in cancelled)  # what it had started on a cluster
+        sections.append(f"error: {error}{stopped}. Variables may be partly updated.")
     elif error is not None:
         sections.append("error:\n" + format_exception(error))
     text = "\n\n".join(sections) or "(the code ran and printed nothing)"
