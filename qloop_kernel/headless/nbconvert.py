@@ -6,9 +6,11 @@
 nbconvert's ``ExecutePreprocessor`` sends no cell metadata, so the kernel cannot see a cell's saved
 record. This subclass sends each cell's metadata and id as ``qloop run`` does; ``--execute`` turns
 it on (its configuration is ``ExecutePreprocessor``'s, so ``--ExecutePreprocessor.timeout=...``
-applies). The trust rules are ``qloop run``'s: ``QLOOP_APPROVAL`` gives the policy (default
-``readonly``), and ``--ReplayPreprocessor.replay_received=True`` (or ``QLOOP_REPLAY_RECEIVED=1`` in
-the environment) replays records received from elsewhere.
+applies). The trust rules are ``qloop run``'s, decided in the kernel: ``QLOOP_APPROVAL`` gives the
+policy (default ``readonly``) for every saved step, and ``--ReplayPreprocessor.replay_received=True``
+(or ``QLOOP_REPLAY_RECEIVED=1`` in the environment) lifts the block on records received from
+elsewhere, under that policy. A saved step that is not run fails its cell, so the conversion fails as
+for any failing cell (``QLOOP_CONTINUE_ON_DENIED=1`` goes on).
 """
 
 from __future__ import annotations

@@ -2,9 +2,11 @@
 
 papermill's own engine runs cells through nbclient, which sends no cell metadata: the kernel cannot
 see a cell's saved record. This engine sends each cell's metadata and id as ``qloop run`` does, so
-saved agent cells replay with no model call, under the same trust rules: the approval policy from
-``QLOOP_APPROVAL`` (default ``readonly``), and records received from elsewhere only with
-``QLOOP_REPLAY_RECEIVED=1`` in the environment of the papermill command.
+saved agent cells replay with no model call, under the same trust rules (decided in the kernel): the
+approval policy from ``QLOOP_APPROVAL`` (default ``readonly``) for every saved step, and records
+received from elsewhere only with ``QLOOP_REPLAY_RECEIVED=1`` in the environment of the papermill
+command, still under the policy. A saved step that is not run fails its cell, and papermill stops there
+as for any failing cell (``QLOOP_CONTINUE_ON_DENIED=1`` goes on).
 """
 
 from __future__ import annotations
