@@ -12,7 +12,7 @@ from pathlib import Path
 import qloop_kernel
 
 PACKAGE = Path(qloop_kernel.__file__).parent
-FRONTEND_ONLY = ("qloop_kernel.notebook", "qloop_kernel.headless")
+FRONTEND_ONLY = ("qloop_kernel.notebook", "qloop_kernel.headless", "qloop_kernel.eval")
 BLOCKED = ("IPython", "ipykernel", "ipywidgets")
 
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..permissions import POLICIES
+from ..names import POLICIES, PROVIDERS
 from ..redact import redact_text
 
 EXIT_OK, EXIT_BUDGET, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -27,12 +27,18 @@ def add_eval_parser(sub: Any) -> None:
     run = sub.add_parser(
         "eval",
         help="measure the agent on a suite of task notebooks; `qloop eval compare A.json B.json`",
+        description="Run each task notebook of SUITE in a fresh kernel and report pass rates, model "
+        "calls, tokens, cost and time (docs/eval.md). `qloop eval compare A.json B.json` compares "
+        "two reports task by task.",
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     run.add_argument("suite", help="a folder of task notebooks, a .toml/.yaml list, or 'starter'")
     run.add_argument("reports", nargs="*", help=argparse.SUPPRESS)  # for `compare A.json B.json`
-    run.add_argument("--provider", help="model provider (default: QLOOP_PROVIDER or anthropic)")
+    run.add_argument(
+        "--provider", type=str.lower, choices=PROVIDERS,
+        help="model provider (default: QLOOP_PROVIDER or anthropic)",
+    )  # fmt: skip
     run.add_argument("--model", help="model id (default: QLOOP_MODEL or the agent's default)")
     run.add_argument("--trials", type=_positive, default=1, help="runs of each task (default 1)")
     run.add_argument("--max-cost", type=float, help="USD for the whole run; it stops when spent")

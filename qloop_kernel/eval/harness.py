@@ -187,10 +187,15 @@ def run_trial(
 
 
 def _error_line(client: Any, exc: Exception) -> str:
-    from ..headless.cli import error_line
-
-    where = "the run" if client.cell_index is None else f"cell {client.cell_index}"
-    return redact_text(f"{where}: {error_line(exc)}")
+    """``cell N (its first line): Type: message`` for a run that stopped at a cell."""
+    index = client.cell_index
+    first = "" if index is None else (client.nb.cells[index].source.strip().splitlines() or [""])[0]
+    where = "the run" if index is None else f"cell {index + 1} ({first[:60]})"
+    value = [line for line in str(getattr(exc, "evalue", "") or exc).splitlines() if line.strip()]
+    name = getattr(exc, "ename", None) or type(exc).__name__
+    return redact_text(
+        f"{where}: {name}: {value[0].strip()[:200]}" if value else f"{where}: {name}"
+    )
 
 
 def judge(task: Task, trial: int, nb: Any, error: str | None) -> TrialResult:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..eval.cli import add_eval_parser
 from ..permissions import POLICIES
 from ..redact import redact_text
 from .files import (
@@ -226,6 +227,7 @@ def parser() -> argparse.ArgumentParser:
     kernel.add_argument("--prefix", help="install under this prefix (e.g. sys.prefix of a venv)")
     kernel.add_argument("--name", default="qloop")
     kernel.set_defaults(func=_install_kernel)
+    add_eval_parser(sub)
     return main
 
 
