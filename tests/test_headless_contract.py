@@ -292,3 +292,39 @@ def test_papermill_and_nbconvert_take_the_same_path(
     assert done.returncode != 0
     assert "AgentError: replay not run: saved step 1 of 1" in done.stderr
     assert f"denied by the approval policy '{policy}'" in done.stderr
+
+
+@pytest.mark.parametrize("policy", ["auto", "readonly"])
+def test_interactively_a_received_record_gets_the_card_unless_the_policy_denies_its_class(
+    saved: Path, tmp_path: Path, policy: str
+) -> None:
+    from tests.kernel_client import LabKernel
+
+    record = nbformat.read(saved, as_version=4).cells[1].metadata["qloop"]
+    with StandInAPI() as api:
+        env = {**api.environment(), "QLOOP_APPROVAL": policy,
+               "QLOOP_SIGNING_KEY_FILE": str(tmp_path / "someone-else")}  # fmt: skip
+        with LabKernel(env) as lab:
+            lab.run("%load_ext qloop_kernel\nx = 10")
+            sent = lab.execute(
+                "%%agent\nDouble x into y.", cell_id="c1", metadata={"qloop": record}
+            )
+            if policy == "auto":  # never run by the policy alone: the card, with its notice
+                approve = lab.wait_for_button("Approve", parent=sent, timeout=60)
+                lab.round_trip(approve)
+                assert lab.stdout(sent) == ""  # nothing ran before the click
+                lab.click(approve)
+                assert lab.complete(sent, 60)["content"]["status"] == "ok"
+                assert lab.run("print(y)") == "20\n"
+                return
+            # readonly denies the 'write' step's class: no card, and interactively no failure
+            assert lab.complete(sent, 60)["content"]["status"] == "ok"
+            shown = "\n".join(
+                str(m["content"]["data"].get("text/plain", ""))
+                for m in lab.messages(sent, "display_data")
+            )
+            assert "replay not run: denied by the approval policy 'readonly'" in shown
+            assert not [w for w in lab.widget_states(model_name="ButtonModel")
+                        if w.get("description") == "Approve"]  # fmt: skip
+            assert lab.run("print('y' in dir())") == "False\n"
+        assert api.requests == []
