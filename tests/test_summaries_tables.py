@@ -106,8 +106,8 @@ def test_arrow_dataset_reads_no_file_until_rows_are_asked(tmp_path: Path) -> Non
     (tmp_path / "a.parquet").write_bytes(b"not parquet")
     assert inspect_variable(namespace, "dataset") == text
     assert "? x 3" in list_variables(namespace)
-    with pytest.raises(pa.ArrowInvalid):
-        inspect_variable(namespace, "dataset", rows=2)
+    failed = inspect_variable(namespace, "dataset", rows=2)  # reading rows fails: said, not raised
+    assert "summary failed (ArrowInvalid: " in failed.splitlines()[1]
 
 
 # ---------------------------------------------------------------------------------------------

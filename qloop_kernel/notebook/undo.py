@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..records.drift import CHANGES_HEADING
+from ..tools import fingerprint as fingerprints
 from ..tools.fingerprint import (
     CHECK_EVERY,
-    VALUE_TIME_S,
     Change,
     OutOfTime,
     TimeLimit,
@@ -148,6 +148,11 @@ def _device_size(value: object) -> Size | None:
     return Size(info.nbytes) if info.on_host else Size(0, info.nbytes, info.device)
 
 
+_PLAIN_TYPES = frozenset({
+    int, float, complex, bool, str, bytes, type(None), list, tuple, dict, set, frozenset, deque,
+})  # fmt: skip
+
+
 def _big_container(item: object, room: int) -> bool:
     """A container with more items than ``room``: known without listing what it holds."""
     if isinstance(item, list | tuple | dict | set | frozenset | deque):
@@ -170,8 +175,9 @@ def _walk_size(value: object, limit: TimeLimit) -> Size:
             raise NotMeasured(f"is too big to copy (over {WALK_OBJECTS:,} objects)")
         if not len(seen) % CHECK_EVERY:
             limit.check()
-        inner = _device_size(item) if item is not value else None
-        size = data_size(item, limit) if item is not value and inner is None else None
+        plain = item is value or type(item) in _PLAIN_TYPES
+        inner = None if plain else _device_size(item)
+        size = None if plain or inner is not None else data_size(item, limit)
         if inner is not None:
             host, device, where = host + inner.host, device + inner.device, where or inner.where
         elif size is not None:
@@ -195,10 +201,11 @@ def is_live_handle(value: object) -> bool:
     return bool(libraries_of(type(value)) & _LIVE_LIBRARIES)
 
 
-def measure(value: object, seconds: float = VALUE_TIME_S) -> Size:
+def measure(value: object, seconds: float | None = None) -> Size:
     """Host and device bytes a snapshot of ``value`` may keep alive.
 
-    Raises NotMeasured (its message says why) past ``WALK_OBJECTS`` objects or ``seconds``.
+    Raises NotMeasured (its message says why) past ``WALK_OBJECTS`` objects or ``seconds``
+    (``VALUE_TIME_S``) of CPU time.
     """
     if isinstance(value, _SHARED) or is_live_handle(value) or is_jax_array(value):
         return Size(0)  # kept as they are (a jax array cannot change in place)
@@ -211,9 +218,8 @@ def measure(value: object, seconds: float = VALUE_TIME_S) -> Size:
         size = Size(found) if found is not None else _walk_size(value, limit)
         limit.check()
     except OutOfTime:
-        raise NotMeasured(
-            f"is not tracked: measuring it takes over {seconds * 1000:g} ms"
-        ) from None
+        took = limit.seconds * 1000
+        raise NotMeasured(f"is not tracked: measuring it takes over {took:g} ms") from None
     return size
 
 
@@ -495,7 +501,7 @@ def _unseen_changes(
             "changed",
             f"{after[name].describe()}, may have changed ("
             + (
-                f"not tracked: reading it takes over {VALUE_TIME_S * 1000:g} ms)"
+                f"not tracked: reading it takes over {fingerprints.VALUE_TIME_S * 1000:g} ms)"
                 if name in untracked
                 else "not in the values sampled)"
             ),

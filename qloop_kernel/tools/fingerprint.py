@@ -38,7 +38,7 @@ from .summaries.lazy import _metadata, is_dask_frame, is_polars_lazyframe, is_sp
 from .summaries.polars import is_polars_frame, is_polars_series
 
 HASH_CELLS = 100_000  # cells (rows × columns, or elements) behind the hash of big data
-PYTHON_CELLS = 20_000  # the same for data read through Python objects (object columns, Arrow)
+PYTHON_CELLS = 5_000  # the same for cells hashed one by one (object and string columns, Arrow)
 HASH_BYTES = 65_536  # of a long string or bytes: this much of its head and of its tail
 WALK_NODES = 2_000  # items of a container (nested ones included) behind its hash
 VALUE_CHARS = 40  # scalars and strings up to this long are shown with their value
@@ -46,7 +46,7 @@ MAX_COLUMNS = 200  # columns whose dtypes a fingerprint keeps
 MAX_LINES = 30  # lines of a change list before "… and N more"
 SHOWN_COLUMNS = 3  # column changes named in one line before "and N more"
 HASH_COLUMNS = 100  # columns of a wide frame behind its hash, evenly spaced
-VALUE_TIME_S = 0.01  # CPU seconds hashing (or sizing, for undo) one value may take: "not tracked"
+VALUE_TIME_S = 0.02  # CPU seconds hashing (or sizing, for undo) one value may take: "not tracked"
 CHECK_EVERY = 256  # walked items between two looks at the clock
 
 ChangeKind = Literal["created", "changed", "deleted"]
@@ -109,9 +109,9 @@ class TimeLimit:
     processes on the machine do not change.
     """
 
-    def __init__(self, seconds: float = VALUE_TIME_S) -> None:
-        self.seconds = seconds
-        self.end = time.thread_time() + seconds
+    def __init__(self, seconds: float | None = None) -> None:
+        self.seconds = VALUE_TIME_S if seconds is None else seconds
+        self.end = time.thread_time() + self.seconds
 
     def check(self) -> None:
         if time.thread_time() > self.end:
@@ -135,6 +135,9 @@ def spread(length: int, count: int) -> list[int]:
     if length <= count:
         return list(range(length))
     return sorted({round(i * (length - 1) / (count - 1)) for i in range(count)})
+
+
+_CELL_BY_CELL = ("object", "str", "string")  # dtypes whose cells pandas hashes one by one
 
 
 def dtype_text(dtype: Any) -> str:
@@ -161,16 +164,30 @@ def _pandas_column_hash(column: Any) -> bytes:
 
 
 def _pandas_cells(sample: Any, frame: bool, limit: TimeLimit) -> list[bytes]:
-    """Hashes of the sampled cells: one block when every column is numeric, else per column."""
+    """Hashes of the sampled cells: numeric columns as one block per dtype, the others together
+    (pandas hashes those cell by cell), each column alone where that fails."""
     import numpy as np
+    import pandas as pd
 
-    dtypes = list(sample.dtypes) if frame else [sample.dtype]
-    first = dtypes[0] if dtypes else None
-    if frame and len(set(dtypes)) == 1 and isinstance(first, np.dtype) and first.kind in "biufcmM":
-        return [np.ascontiguousarray(sample.to_numpy()).tobytes()]
+    if not frame:
+        return [_pandas_column_hash(sample)]
+    groups: dict[Any, list[int]] = {}
+    for position, dtype in enumerate(sample.dtypes):
+        numeric = isinstance(dtype, np.dtype) and dtype.kind in "biufcmM"
+        groups.setdefault(dtype if numeric else None, []).append(position)
     parts = []
-    for i in range(sample.shape[1] if frame else 1):
-        parts.append(_pandas_column_hash(sample.iloc[:, i] if frame else sample))
+    for dtype, positions in groups.items():
+        block = sample.iloc[:, positions]
+        if dtype is not None:
+            parts.append(np.ascontiguousarray(block.to_numpy()).tobytes())
+            continue
+        try:
+            cells = block.to_numpy(dtype=object).ravel()
+            parts.append(pd.util.hash_array(cells, categorize=False).tobytes())
+        except Exception:  # unhashable cells (lists, dicts): column by column, by their repr
+            for _, column in block.items():
+                parts.append(_pandas_column_hash(column))
+                limit.check()
         limit.check()
     return parts
 
@@ -184,8 +201,8 @@ def _pandas_print(value: Any, limit: TimeLimit) -> ValuePrint:
     positions = spread(width, HASH_COLUMNS)
     dtypes: Any = value.dtypes if frame else None
     sampled_dtypes = list(dtypes.iloc[positions]) if frame else [value.dtype]
-    objects = any(dtype_text(d) == "object" for d in sampled_dtypes)
-    cells = PYTHON_CELLS if objects else HASH_CELLS  # object cells are hashed in Python
+    objects = any(dtype_text(d) in _CELL_BY_CELL for d in sampled_dtypes)
+    cells = PYTHON_CELLS if objects else HASH_CELLS  # such cells are hashed one by one
     step = _step(length, cells // max(len(positions), 1))
     sample = value.iloc[::step, positions] if frame else value.iloc[::step]
     parts = _pandas_cells(sample, frame, limit)
@@ -406,10 +423,11 @@ _READERS: list[tuple[Callable[[object], bool], Callable[[Any, TimeLimit], ValueP
 ]
 
 
-def fingerprint(value: object, seconds: float = VALUE_TIME_S) -> ValuePrint:
+def fingerprint(value: object, seconds: float | None = None) -> ValuePrint:
     """The fingerprint of ``value``, at bounded cost; never raises (a failure gives the type).
 
-    Past ``seconds`` of reading, the print is marked ``untracked`` and has no content hash.
+    Past ``seconds`` (``VALUE_TIME_S``) of reading, the print is marked ``untracked`` and has no
+    content hash.
     """
     limit = TimeLimit(seconds)
     try:

@@ -34,9 +34,11 @@ from .callables import is_function_like
 from .common import (
     DEFAULT_ROWS,
     MAX_ROWS,
+    SUMMARY_SECONDS,
     Brief,
     Kind,
     Paging,
+    TookTooLong,
     cut,
     fit_text,
     format_bytes,
@@ -45,6 +47,7 @@ from .common import (
     libraries_of,
     qualified_name,
     shape_of,
+    time_limit,
 )
 from .numpy import is_ndarray
 from .pandas import is_dataframe, is_series
@@ -77,7 +80,9 @@ def kind_of(obj: object) -> Kind | None:
 def summarize(obj: object, label: str, paging: Paging) -> str:
     """Type-aware text summary of ``obj`` titled ``label`` (not yet cut to a size limit).
 
-    Raises ToolInputError when ``paging`` does not apply to the object or points past its end.
+    Never raises on the object's type: a summary that fails, or runs past ``SUMMARY_SECONDS``,
+    gives a bounded description saying so. Raises ToolInputError when ``paging`` does not apply
+    to the object or points past its end.
     """
     kind = kind_of(obj)
     if paging.columns is not None and (kind is None or not kind.takes_columns):
@@ -85,9 +90,29 @@ def summarize(obj: object, label: str, paging: Paging) -> str:
             f"columns= applies to DataFrames and tables only; {label!r} is a "
             f"{qualified_name(type(obj))}"
         )
-    if kind is None:
-        return objects.summarize_object(obj, label, paging)
-    return kind.summarize(obj, label, paging)
+    name = "generic" if kind is None else kind.name
+    try:
+        with time_limit(SUMMARY_SECONDS):
+            if kind is None:
+                return objects.summarize_object(obj, label, paging)
+            return kind.summarize(obj, label, paging)
+    except ToolInputError:
+        raise
+    except TookTooLong as late:
+        return _fallback(obj, label, f"its {name} summary {late} and was cut off")
+    except Exception as exc:
+        why = cut(f"{type(exc).__name__}: {exc}", 200)
+        return _fallback(obj, label, f"its {name} summary failed ({why})")
+
+
+def _fallback(obj: object, label: str, why: str) -> str:
+    """A bounded description from what is cheap to read: type, shape, dtype, a bounded repr."""
+    lines = [f"{label}: {qualified_name(type(obj))}", f"Note: {why}; described briefly instead."]
+    shape = shape_of(obj)
+    if shape is not None:
+        lines.append(f"Shape: {format_shape(shape)}")
+    lines.append(f"Value: {bounded_repr(obj, 300)}")
+    return "\n".join(lines)
 
 
 def brief(obj: object) -> Brief:

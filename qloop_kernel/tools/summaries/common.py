@@ -9,8 +9,12 @@ from __future__ import annotations
 import difflib
 import math
 import numbers
+import signal
 import sys
-from collections.abc import Callable, Sequence
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -44,6 +48,9 @@ PLAN_CHARS = 1_500
 MAX_ATTRIBUTES = 30
 DEFAULT_ROWS = 5  # rows shown of in-memory data when the caller does not say
 MAX_ROWS = 1_000  # the most rows (or items) one call shows
+
+REPR_SECONDS = 1.0  # a repr(), len() or dir() of another object that runs longer is cut off
+SUMMARY_SECONDS = 10.0  # one whole summary that runs longer is cut off
 
 # Methods of deferred or out-of-core collections: an unknown object with one of these is
 # never rendered, measured or iterated, since any of that may run its computation.
@@ -92,6 +99,61 @@ class Kind:
     summarize: Callable[[Any, str, Paging], str]
     brief: Callable[[Any], Brief]
     takes_columns: bool = False
+
+
+# ---------------------------------------------------------------------------------------------
+# Time limits (inspection runs on the kernel's main thread: a blocking repr would hold it)
+# ---------------------------------------------------------------------------------------------
+
+
+class TookTooLong(BaseException):
+    """Raised in the main thread when a time-limited block runs too long.
+
+    A BaseException, so that an ``except Exception`` in the user's ``__repr__`` cannot swallow it.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"did not finish within {seconds:g} s")
+        self.seconds = seconds
+
+
+def _can_alarm() -> bool:
+    return hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+
+
+@contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    """Raise TookTooLong in the block once it has run ``seconds`` (wall clock), via SIGALRM.
+
+    The previous SIGALRM handler and timer are put back afterwards (an enclosing limit keeps what
+    is left of its time). Outside the main thread, or where signals cannot be used, the block runs
+    without a limit. A KeyboardInterrupt (Stop) goes through as usual.
+    """
+    if not _can_alarm():
+        yield
+        return
+    outer_left = signal.getitimer(signal.ITIMER_REAL)[0]
+    if outer_left and outer_left <= seconds:
+        yield  # the enclosing limit ends first
+        return
+    started = time.monotonic()
+    armed = [True]
+
+    def _raise(signum: int, frame: Any) -> None:
+        if armed[0]:
+            raise TookTooLong(seconds)
+
+    previous = signal.signal(signal.SIGALRM, _raise)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        armed[0] = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL if previous is None else previous)
+        if outer_left:
+            left = outer_left - (time.monotonic() - started)
+            signal.setitimer(signal.ITIMER_REAL, max(left, 0.001))
 
 
 # ---------------------------------------------------------------------------------------------

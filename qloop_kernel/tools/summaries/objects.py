@@ -15,9 +15,11 @@ from itertools import islice
 from .common import (
     MAX_ATTRIBUTES,
     NAMES_CHARS,
+    REPR_SECONDS,
     VALUE_CHARS,
     Brief,
     Paging,
+    TookTooLong,
     cut,
     format_bytes,
     format_shape,
@@ -26,6 +28,7 @@ from .common import (
     qualified_name,
     reject_paging,
     shape_of,
+    time_limit,
 )
 from .reprs import bounded_repr
 
@@ -45,7 +48,9 @@ def summarize_object(obj: object, label: str, paging: Paging) -> str:
     else:
         lines.append(f"Value: {bounded_repr(obj, VALUE_CHARS)}")
         length = _length(obj)
-        if length is not None:
+        if isinstance(length, str):
+            lines.append(f"Length: {length}")
+        elif length is not None:
             lines.append(f"Length: {length:,}")
     lines += _attribute_lines(obj)
     names = _public_names(obj, lazy)
@@ -54,12 +59,15 @@ def summarize_object(obj: object, label: str, paging: Paging) -> str:
     return "\n".join(lines)
 
 
-def _length(obj: object) -> int | None:
-    """``len(obj)`` for Python's and the notebook's classes only."""
+def _length(obj: object) -> int | str | None:
+    """``len(obj)`` for Python's and the notebook's classes only; a note when it blocks."""
     if not hasattr(type(obj), "__len__") or not is_plain_python(type(obj)):
         return None
     try:
-        return len(obj)  # type: ignore[arg-type]
+        with time_limit(REPR_SECONDS):
+            return len(obj)  # type: ignore[arg-type]
+    except TookTooLong as late:
+        return f"not known (len() {late}, cut off)"
     except Exception:
         return None
 
@@ -94,9 +102,10 @@ def _public_names(obj: object, lazy: bool) -> list[str]:
         return []
     exclude = instance_attributes(obj)
     try:
-        # A lazy object's own __dir__ may list its columns from a computed schema.
-        names = dir(type(obj)) if lazy else dir(obj)
-    except Exception:
+        with time_limit(REPR_SECONDS):
+            # A lazy object's own __dir__ may list its columns from a computed schema.
+            names = dir(type(obj)) if lazy else dir(obj)
+    except (Exception, TookTooLong):
         return []
     return [name for name in names if not name.startswith("_") and name not in exclude]
 
@@ -107,7 +116,13 @@ def brief_object(value: object) -> Brief:
         return Brief(details="lazy; not computed")
     shape = shape_of(value)
     length = _length(value)
-    size = format_shape(shape) if shape is not None else "" if length is None else f"{length:,}"
+    size = (
+        format_shape(shape)
+        if shape is not None
+        else f"{length:,}"
+        if isinstance(length, int)
+        else ""
+    )
     try:
         memory = format_bytes(sys.getsizeof(value))
     except Exception:  # a broken __sizeof__ must not hide the variable

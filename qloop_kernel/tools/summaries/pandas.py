@@ -92,8 +92,20 @@ def _frame_head(df: Any, positions: list[int], start: int, stop: int) -> str:
     shown = ""
     if len(positions) < df.shape[1]:
         shown = f"; {len(positions)} of {df.shape[1]:,} columns, pass columns=[...] to pick others"
-    table = df.iloc[start:stop, positions].to_string(max_colwidth=HEAD_COLWIDTH)
+    try:
+        table = df.iloc[start:stop, positions].to_string(max_colwidth=HEAD_COLWIDTH)
+    except Exception as exc:  # a column pandas cannot render: each cell's bounded repr
+        table = _plain_head(df, positions, start, stop, exc)
     return f"Rows {start:,}-{stop - 1:,} of {len(df):,}{shown}:\n{table}"
+
+
+def _plain_head(df: Any, positions: list[int], start: int, stop: int, exc: Exception) -> str:
+    header = [_cell_name(df, position) for position in positions]
+    rows = [
+        [bounded_repr(df.iat[row, position], HEAD_COLWIDTH) for position in positions]
+        for row in range(start, stop)
+    ]
+    return f"(pandas could not render the rows: {_failure(exc)})\n" + format_table(header, rows)
 
 
 def sample_size(columns: int) -> int:
@@ -190,12 +202,19 @@ def _null_texts(df: Any, sample: Any, listed: list[int]) -> tuple[list[str], boo
     costs = [_null_scan_cost(dtypes.iloc[position]) for position in listed]
     exact = _exact_costs(costs, n_rows)
     texts = [
-        count_with_share(_null_count(df.iloc[:, position]), n_rows)
-        if cost in exact
-        else _estimated_nulls(sample.iloc[:, i])
+        _null_text(df, sample, position, i, cost in exact)
         for i, (position, cost) in enumerate(zip(listed, costs, strict=True))
     ]
     return texts, any(cost not in exact for cost in costs)
+
+
+def _null_text(df: Any, sample: Any, position: int, i: int, exact: bool) -> str:
+    try:
+        if exact:
+            return count_with_share(_null_count(df.iloc[:, position]), len(df))
+        return _estimated_nulls(sample.iloc[:, i])
+    except Exception:  # a dtype without a null test
+        return "?"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -219,7 +238,7 @@ def _columns_section(df: Any, listed: list[int]) -> str:
     for kind, render in _GROUP_TABLES.items():
         members = [i for i, member_kind in enumerate(kinds) if member_kind == kind]
         if members:
-            parts += ["", render(sample, members, nulls)]
+            parts += ["", _group_table(render, sample, members, nulls)]
     if len(listed) < df.shape[1]:
         parts += [
             "",
@@ -227,6 +246,33 @@ def _columns_section(df: Any, listed: list[int]) -> str:
             "pass columns=[...] to describe them",
         ]
     return "\n".join(parts)
+
+
+def _failure(exc: Exception) -> str:
+    return cut(f"{type(exc).__name__}: {exc}", 120)
+
+
+def _group_table(
+    render: Callable[[Any, list[int], list[str]], str],
+    sample: Any,
+    members: list[int],
+    nulls: list[str],
+) -> str:
+    """One group's table; when a column fails it, each column on its own (the failing one said)."""
+    try:
+        return render(sample, members, nulls)
+    except Exception:  # a statistic one column's dtype does not support
+        return "\n".join(_column_alone(render, sample, i, nulls) for i in members)
+
+
+def _column_alone(
+    render: Callable[[Any, list[int], list[str]], str], sample: Any, i: int, nulls: list[str]
+) -> str:
+    try:
+        return render(sample, [i], nulls)
+    except Exception as exc:
+        dtype = cut(str(sample.dtypes.iloc[i]), 30)
+        return f"{_cell_name(sample, i)} ({dtype}): statistics not computed ({_failure(exc)})"
 
 
 def _cell_name(sample: Any, i: int) -> str:
@@ -305,13 +351,13 @@ _GROUP_TABLES: dict[str, Callable[[Any, list[int], list[str]], str]] = {
 def _value_counts(column: Any) -> Any:
     try:
         return column.value_counts(dropna=True)
-    except TypeError:  # unhashable cells such as lists or dicts
+    except Exception:  # unhashable cells (lists, dicts); Arrow types no counting kernel takes
         return None
 
 
 def _top_values(counts: Any, n: int) -> str:
     if counts is None:
-        return "unhashable values"
+        return "not counted (nested or unhashable values)"
     if not len(counts):
         return "-"
     return ", ".join(
@@ -333,11 +379,18 @@ def summarize_series(series: Any, label: str, paging: Paging) -> str:
         f"{label}: {qualified_name(type(series))}{name}, dtype {series.dtype}, "
         f"{len(series):,} values, memory {format_bytes(memory)} (deep=False)",
         _index_line(series.index),
-        *_series_statistics(series),
+        *_guarded(lambda: _series_statistics(series), "Statistics"),
         "",
-        _series_head(series, start, stop),
+        *_guarded(lambda: [_series_head(series, start, stop)], "Values"),
     ]
     return "\n".join(lines).rstrip()
+
+
+def _guarded(lines: Callable[[], list[str]], what: str) -> list[str]:
+    try:
+        return lines()
+    except Exception as exc:  # a dtype the statistics or the rendering do not support
+        return [f"{what}: not shown ({_failure(exc)})"]
 
 
 def _series_statistics(series: Any) -> list[str]:

@@ -16,13 +16,16 @@ from typing import Any
 from .common import (
     REPR_DEPTH,
     REPR_ITEMS,
+    REPR_SECONDS,
     SMALL_ARRAY_CELLS,
+    TookTooLong,
     cut,
     format_shape,
     is_lazy_like,
     loaded_module,
     qualified_name,
     shape_of,
+    time_limit,
 )
 
 _SCALARS = (bool, float, complex, type(None))
@@ -63,7 +66,16 @@ def _render_unguarded(obj: object, depth: int, limit: int) -> str:
     container = _render_container(obj, depth, limit)
     if container is not None:
         return container
-    return cut(repr(obj), limit)
+    return cut(limited_repr(obj), limit)
+
+
+def limited_repr(obj: object) -> str:
+    """``repr(obj)``, or a note when it runs past ``REPR_SECONDS`` (a repr that blocks)."""
+    try:
+        with time_limit(REPR_SECONDS):
+            return repr(obj)
+    except TookTooLong as late:
+        return f"<{qualified_name(type(obj))} object; repr() {late}, cut off>"
 
 
 def is_numpy_number(obj: object) -> bool:
