@@ -145,7 +145,7 @@ class MixedName:
         main = max(self.scripts, key=lambda s: counts[s])
         odd = dict.fromkeys(c for c in self.name if script_of(c) not in (None, main))
         letters = ", ".join(f"U+{ord(c):04X} {unicodedata.name(c, '')}" for c in list(odd)[:5])
-        scripts = " and ".join(s if len(s) <= 3 else s.title() for s in self.scripts)
+        scripts = " and ".join(x if len(x) <= 3 else x.title() for x in self.scripts)
         name = as_shown(self.name)
         return f"line {self.line}: the name '{name}' mixes {scripts} letters: {letters}"
 

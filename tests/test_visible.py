@@ -146,3 +146,20 @@ def test_card_html_shows_the_hidden_tail_and_wraps() -> None:
 
     shown = html.unescape(re.sub(r"<[^>]+>", "", highlight(HIDDEN_TAIL)))
     assert shown == "harmless = 1⟨400 spaces⟩; import os; HIDDEN_TAIL = 1"
+
+
+def test_the_mirrors_text_fallback_shows_code_as_the_card_does() -> None:
+    from qloop_kernel.records import CellRecord, DecisionRecord, Timings, ToolCallRecord
+    from qloop_kernel.records.text import to_markdown
+
+    call = ToolCallRecord(
+        id="toolu_1", name="run_code", input={"code": HIDDEN_TAIL + "\nx\u200b = 1"},
+        decision=DecisionRecord(kind="approved"),
+    )  # fmt: skip
+    record = CellRecord(
+        session_id="s", prompt="p", model="m", status="completed", tool_calls=[call],
+        timings=Timings(started_at="2026-01-01T00:00:00.000+00:00"),
+    )  # fmt: skip
+    text = to_markdown(record)
+    assert "harmless = 1⟨400 spaces⟩; import os; HIDDEN_TAIL = 1" in text
+    assert "x⟨U+200B ZERO WIDTH SPACE⟩ = 1" in text

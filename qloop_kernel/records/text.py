@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from ..text import counted
+from ..visible import as_shown
 from .schema import CellRecord
 
 
@@ -42,7 +43,7 @@ def to_markdown(record: CellRecord) -> str:
         lines += ["", f"**{index}. `{call.name}`** — {decision}"]
         code = call.input.get("code")
         if isinstance(code, str):
-            lines += ["```python", code.rstrip(), "```"]
+            lines += ["```python", as_shown(code.rstrip()), "```"]  # as the card shows it
         else:
             lines += ["```json", json.dumps(call.input, ensure_ascii=False), "```"]
     if record.error:

@@ -241,9 +241,10 @@ async function expectTranscriptText(
     'received from elsewhere: not signed by you'
   );
   await expect(view.locator('.qloop-tool-name')).toHaveText('run\\u202e_code');
-  await expect(view.locator('.qloop-tool-input .qloop-bidi')).toHaveText([
-    '\\u202e',
-    '\\u2066'
+  // Code is shown as the approval card shows it: each control as a named mark.
+  await expect(view.locator('.qloop-tool-input .qloop-mark')).toHaveText([
+    '⟨U+202E RIGHT-TO-LEFT OVERRIDE⟩',
+    '⟨U+2066 LEFT-TO-RIGHT ISOLATE⟩'
   ]);
   await expect(view.locator('.qloop-tool-output')).toHaveText(
     '<script>window.__qloopPwned = "output"</script>'
