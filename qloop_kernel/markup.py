@@ -2,11 +2,12 @@
 JupyterLab without the qloop extension).
 
 Markdown goes through markdown-it-py (CommonMark, with tables and strikethrough) and then the nh3
-allowlist sanitizer, with the same rules as the extension's ``sanitize.ts``: text, headings, lists,
-tables, code, quotes and http, https and mailto links stay; scripts, styles, frames, forms, images, event
-handlers, ``style`` and ``class`` attributes and every other URL scheme go. Nothing that can run,
-load a resource or cover the page survives. Code is escaped, never parsed, and shown with every
-invisible character marked (``visible.py``).
+allowlist sanitizer, with the element and attribute lists of the extension's ``sanitize.ts``: text,
+headings, lists, tables, code, quotes and http, https and mailto links stay; scripts, styles, frames,
+forms, event handlers, ``style`` and ``class`` attributes and every other URL scheme go. Images go too
+(the extension keeps embedded PNG, JPEG and GIF data; a static page has no such check). Nothing that
+can run, load a resource or cover the page survives. Code is escaped, never parsed, and shown with
+every invisible character marked (``visible.py``).
 
 Imports neither IPython nor ipywidgets.
 """
