@@ -2,24 +2,27 @@
 first request's estimated size and cost (``%agent context`` shows it; the record keeps it).
 
 The estimate counts what ``model.build_params`` would send (the tools, the system prompt with the
-rules, the conversation and the first message) at about four characters a token of its JSON, the
-one estimate the loop's budget check and the cache breakpoints use (``context.estimate_tokens``).
+rules, the conversation and the first message) at about four characters a token of its compact
+JSON (no spaces after separators, characters as they are), as the API's tokenizer averages on code
+and English.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from .attachments import Attachment, first_message
-from .context import estimate_tokens
 from .context_rules import RulesUse, with_rules
 from .messages import Message, ModelRequest, Usage
 from .pricing import Price
 from .records.schema import AttachmentRecord, ContextRecord, RulesRecord, SourcePrint, ToolSize
 from .redact import redact_text
 
-ESTIMATE_METHOD = "about 4 characters a token of the request's JSON (tools, system, messages)"
+ESTIMATE_METHOD = (
+    "about 4 characters a token of the request's compact JSON: tools, system, messages"
+)
 
 
 @dataclass(frozen=True)
@@ -90,7 +93,7 @@ def estimate_request(
 
     params = build_params(model, ModelRequest(messages, tools, system, max_tokens))
     sent = {k: params[k] for k in ("tools", "system", "messages") if k in params}
-    tokens = estimate_tokens(_without_cache(sent))
+    tokens = len(json.dumps(_without_cache(sent), separators=(",", ":"), ensure_ascii=False)) // 4
     cost = price.cost(Usage(input_tokens=tokens)) if price is not None else None
     return RequestEstimate(params, tokens, cost)
 
@@ -120,9 +123,7 @@ def context_record(context: TurnContext, estimate: RequestEstimate, history: int
 
 
 def _chars(value: Any) -> int:
-    import json
-
-    return len(json.dumps(value, default=str))
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str))
 
 
 def _without_cache(value: Any) -> Any:
