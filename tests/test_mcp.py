@@ -243,6 +243,8 @@ def test_the_card_names_the_server_and_a_grant_covers_later_calls(
     assert len(approver.asked) == 1  # the grant answered the second call
     request = approver.asked[0]
     assert request.title == "mcp__t__write_note"
+    assert request.details["notices"][0].startswith("a tool of MCP server 't': ")
+    assert SECRET not in json.dumps(request.details)  # the env by name only
     assert request.risk == "unknown"
     assert any("MCP server 't'" in str(r) for r in request.assessment.reasons)  # type: ignore[union-attr]
     assert calls(tmp_path) == ["write_note", "write_note"]

@@ -201,7 +201,7 @@ class McpServers:
                 made.append(
                     adapt(
                         name, listed, trusted=self.is_trusted(name), connected=connected,
-                        call=self._caller(name),
+                        call=self._caller(name), shown=server.entry.config.shown(),
                     )
                 )  # fmt: skip
             except ValueError as exc:

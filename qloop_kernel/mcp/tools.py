@@ -127,6 +127,7 @@ def adapt(
     trusted: bool,
     connected: bool,
     call: Callable[[str, dict[str, Any]], list[Block]],
+    shown: str = "",
 ) -> McpTool:
     """One listed MCP tool as a qloop tool; ``call(remote_name, arguments)`` runs it.
 
@@ -152,6 +153,10 @@ def adapt(
         requires_approval=True,
         classify=lambda _input: found,
         replayable=found.risk == "read" and connected,
+        notices=(
+            f"a tool of MCP server '{server}'" + (f": {shown}" if shown else ""),
+            *(str(reason) for reason in found.reasons),
+        ),
         server=server,
         remote_name=listed.name,
         input_schema=schema,

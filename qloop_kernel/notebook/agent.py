@@ -54,6 +54,7 @@ class KernelAgent:
         self.turn_running = False  # undo waits until the turn has ended
         self.rules_declined: set[tuple[str, str]] = set()  # rules files declined this session
         self.undo = self._undo_log()
+        self.mcp = _mcp_servers(shell)
 
     @property
     def step_running(self) -> bool:
@@ -91,7 +92,35 @@ class KernelAgent:
     def tools(self, settings: Settings) -> list[Any]:
         from .tools import builtin_tools
 
-        return builtin_tools(self.shell, code_timeout_s=settings.code_timeout)
+        return builtin_tools(self.shell, code_timeout_s=settings.code_timeout) + self.mcp_tools()
+
+    def mcp_tools(self) -> list[Any]:
+        """The tools of the configured MCP servers (each connected on first use)."""
+        from ..mcp.config import McpConfigError
+        from .display import line
+
+        try:
+            if not self.mcp.configured():
+                return []
+            return list(self.mcp.tools())
+        except McpConfigError as exc:
+            line(f"MCP: {exc}", "warn")
+            return []
+
+    def _note_unrepeated(self, record: Any) -> None:
+        """Saved MCP calls a replay does not repeat (a tool not read-only, or its server not
+        connected): the saved result stands, and the cell says so."""
+        from .display import line
+        from .replay import replay_steps
+
+        saved = [c for c in record.tool_calls if c.name.startswith("mcp__")]
+        if not saved:
+            return
+        repeated = {c.id for c in replay_steps(record, {t.name: t for t in self.mcp_tools()})}
+        for call in saved:
+            if call.id not in repeated:
+                line(f"{call.name}: the saved result is shown; the call was not repeated (only "
+                     "read-only tools of a connected server are)", "warn")  # fmt: skip
 
     def replay_runtime(self) -> Any:
         """The turn's tools; their approval was given once, by the replay's card or policy."""
@@ -170,6 +199,7 @@ class KernelAgent:
                 from .replay import replay, replay_policy
 
                 self.load_notebook_grants(cell)
+                self._note_unrepeated(record)
                 replay(self, record, replay_policy(self.base_settings, cell), cell)
                 return None
         return self.run_turn(prompt, options.settings, cell, options.attach)
@@ -184,6 +214,7 @@ class KernelAgent:
         from .deadline import TurnWatch
         from .display import TurnDisplay, line
         from .ledger import cell_ledger
+        from .mcp import review_project_files
         from .threaded import ThreadedModel
 
         _check_credentials(settings.provider)
@@ -193,6 +224,7 @@ class KernelAgent:
             raise UsageError(str(exc)) from None
         policy = self.policy_for(settings, cell)
         self.load_notebook_grants(cell)
+        review_project_files(self.mcp, cell)
         tools = self.tools(settings)
         runtime = self.runtime_for(settings, cell, tools)
         cards = {t.name for t in tools if t.requires_approval} if cell.interactive else set()
@@ -257,6 +289,31 @@ def _check_credentials(provider: ProviderName = DEFAULT_PROVIDER) -> None:
     missing = missing_setting(provider)
     if missing is not None:
         raise UsageError(missing)
+
+
+def _mcp_servers(shell: Any) -> Any:
+    """The session's MCP servers: kernel config's read at each use, the notebook's folder the
+    kernel's working folder (where Jupyter starts it); stopped when the kernel exits."""
+    import atexit
+    import weakref
+
+    from ..mcp.servers import McpServers
+
+    def config() -> Any:
+        magics = getattr(shell, "magics_manager", None)
+        agent_magics = getattr(magics, "registry", {}).get("AgentMagics")
+        return getattr(getattr(agent_magics, "config_obj", None), "mcp_servers", None)
+
+    servers = McpServers(config=config)
+    held = weakref.ref(servers)
+
+    def close() -> None:
+        found = held()
+        if found is not None:
+            found.close()
+
+    atexit.register(close)
+    return servers
 
 
 def _platform_model(settings: Settings) -> Any:

@@ -42,6 +42,8 @@ HELP = """\
 %agent undo                  put back what the last agent step changed; removes what it created
 %agent private [NAME ...]    keep variables from the agent (tools refuse to show them); no NAME:
                              list them; --clear [NAME ...]: make them (or all) visible again
+%agent mcp [add|remove|restart|trust|approve ...]
+                             MCP servers whose tools the agent uses (docs/mcp.md)
 options: --approve {{{policies}}} --max-turns N --max-cost USD --max-tokens N
          --timeout SECONDS --code-timeout SECONDS --model NAME --new (fresh conversation) --fresh (ignore the saved record)
          --with PATH|VARIABLE|@CELL-ID (repeatable, or a comma list): attach a file (text, CSV or
@@ -341,6 +343,12 @@ def _export(magics: Any, args: list[str]) -> None:
     print(script)
 
 
+def _mcp(magics: Any, args: list[str]) -> None:
+    from .mcp import mcp_command
+
+    mcp_command(magics, args)
+
+
 @dataclass(frozen=True)
 class Command:
     """A sub-command and the numbers of words it takes; other word counts are a one-line task."""
@@ -365,4 +373,5 @@ COMMANDS = {
     "undo": Command(_undo, (0,)),
     "context": Command(_context, (0, 1, 2, 3)),
     "private": Command(_private, tuple(range(33))),
+    "mcp": Command(_mcp, tuple(range(65))),
 }

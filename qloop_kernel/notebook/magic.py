@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
-from traitlets import Enum, Float, Int, Unicode
+from traitlets import Dict, Enum, Float, Int, Unicode
 from traitlets.config import Configurable
 
 from ..names import POLICIES, PROVIDERS  # the load imports nothing heavier (names.py)
@@ -48,6 +48,9 @@ class QloopAgent(Configurable):
         None, allow_none=True, help="Seconds per cell turn, approval waits excluded."
     ).tag(config=True)
     code_timeout = Float(None, allow_none=True, help="Seconds per run_code call.").tag(config=True)
+    mcp_servers = Dict(help="MCP servers, as in .mcp.json's mcpServers (docs/mcp.md).").tag(
+        config=True
+    )
 
 
 class _Parser(argparse.ArgumentParser):
@@ -118,6 +121,8 @@ class AgentMagics(Magics):
         if self._agent is None:
             return  # the agent reads the config when it is made
         name = change["name"]
+        if name == "mcp_servers":
+            return  # read by the agent's MCP servers at each use
         base = base_settings(self.config_obj)
         manager = self._agent.manager
         self._agent.base_settings = base

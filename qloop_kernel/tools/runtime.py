@@ -66,6 +66,7 @@ class Tool:
     replaces: bool = False  # registered with replace=True: may take a built-in tool's name
     classify: Callable[[dict[str, Any]], Assessment] | None = None
     replayable: bool = False
+    notices: tuple[str, ...] = ()  # lines its approval card shows (an MCP tool: its server)
     _schema: dict[str, Any] | None = field(default=None, init=False, repr=False)
 
     @classmethod
@@ -353,6 +354,7 @@ class ToolRuntime:
             call,
             title=tool.name,
             editable_field=tool.editable_field,
+            details={"notices": list(tool.notices)} if tool.notices else {},
             assessment=tool.assessment(input),
             classify=tool.assessment if tool.classify is not None else None,
         )
