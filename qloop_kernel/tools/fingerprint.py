@@ -40,7 +40,7 @@ from .summaries.polars import is_polars_frame, is_polars_series
 HASH_CELLS = 100_000  # cells (rows × columns, or elements) behind the hash of big data
 PYTHON_CELLS = 5_000  # the same for cells hashed one by one (object and string columns, Arrow)
 HASH_BYTES = 65_536  # of a long string or bytes: this much of its head and of its tail
-WALK_NODES = 2_000  # items of a container (nested ones included) behind its hash
+WALK_NODES = 1_000  # items of a container (nested ones included) behind its hash
 VALUE_CHARS = 40  # scalars and strings up to this long are shown with their value
 MAX_COLUMNS = 200  # columns whose dtypes a fingerprint keeps
 MAX_LINES = 30  # lines of a change list before "… and N more"
@@ -171,23 +171,26 @@ def _pandas_cells(sample: Any, frame: bool, limit: TimeLimit) -> list[bytes]:
 
     if not frame:
         return [_pandas_column_hash(sample)]
-    groups: dict[Any, list[int]] = {}
+    groups: dict[Any, list[int]] = {}  # numeric dtypes; "object" columns; None: the others
     for position, dtype in enumerate(sample.dtypes):
         numeric = isinstance(dtype, np.dtype) and dtype.kind in "biufcmM"
-        groups.setdefault(dtype if numeric else None, []).append(position)
+        key = dtype if numeric else "object" if dtype_text(dtype) == "object" else None
+        groups.setdefault(key, []).append(position)
     parts = []
     for dtype, positions in groups.items():
         block = sample.iloc[:, positions]
-        if dtype is not None:
+        if dtype not in (None, "object"):
             parts.append(np.ascontiguousarray(block.to_numpy()).tobytes())
             continue
         try:
-            cells = block.to_numpy(dtype=object).ravel()
-            parts.append(pd.util.hash_array(cells, categorize=False).tobytes())
-        except Exception:  # unhashable cells (lists, dicts): column by column, by their repr
-            for _, column in block.items():
-                parts.append(_pandas_column_hash(column))
-                limit.check()
+            cells = block.to_numpy(dtype=object)
+        except Exception:  # an extension type without object conversion: column by column
+            parts += [_pandas_column_hash(column) for _, column in block.items()]
+            continue
+        try:
+            parts.append(pd.util.hash_array(cells.ravel(), categorize=False).tobytes())
+        except Exception:  # unhashable cells (lists, tuples, dicts): by their repr
+            parts.append(repr(cells.tolist()).encode("utf-8", "replace"))
         limit.check()
     return parts
 
