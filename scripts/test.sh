@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
+# torch's CPU build where the package index has it (the default wheel brings the CUDA libraries)
+.venv/bin/python -m pip install --quiet "torch==2.13.0+cpu" 2>/dev/null || true
 .venv/bin/python -m pip install --quiet -e ".[test]"
 export NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost
 export PATH="$PWD/.venv/bin:$PATH"
