@@ -124,7 +124,8 @@ def _check_paging(offset: int, rows: int | None) -> None:
 def resolve_path(namespace: Mapping[str, object], path: str) -> object:
     """The object at ``path``: a variable name, optionally followed by ``.attribute`` parts.
 
-    Attributes are read with ``getattr``; nothing is evaluated.
+    Attributes are read with ``getattr``; nothing is evaluated. On a database connection,
+    ``conn.table`` and ``conn.schema.table`` name a table or view of its catalog first.
     """
     parts = path.split(".")
     if not all(part.isidentifier() for part in parts):
@@ -138,6 +139,8 @@ def resolve_path(namespace: Mapping[str, object], path: str) -> object:
         hint = _suggest(root, candidates, "Use list_variables to see the available variables.")
         raise UnknownNameError(f"No variable named {root!r}. {hint}")
     obj = namespace[root]
+    if (table := summaries.databases.table_of(obj, parts[1:])) is not None:
+        return table
     for depth, attribute in enumerate(parts[1:], start=1):
         try:
             obj = getattr(obj, attribute)

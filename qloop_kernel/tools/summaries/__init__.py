@@ -10,7 +10,8 @@ distributed collections are described from their metadata without computing them
 Modules: ``common`` (limits, paging, detection, text), ``reprs`` (bounded repr),
 ``containers``, ``pandas``, ``numpy``, ``polars``, ``arrow``, ``xarray``, ``tensors``,
 ``device`` (CuPy and other device arrays), ``lazy`` (dask, Spark, polars LazyFrame),
-``callables`` (functions, classes, modules) and ``objects`` (everything else).
+``databases`` (connections and their tables, from the catalog), ``callables`` (functions,
+classes, modules) and ``objects`` (everything else).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from . import (
     arrow,
     callables,
     containers,
+    databases,
     device,
     lazy,
     numpy,
@@ -63,6 +65,7 @@ KINDS: list[Kind] = [
     *xarray.KINDS,
     *tensors.KINDS,
     *device.KINDS,
+    *databases.KINDS,
     *callables.KINDS,
     *containers.KINDS,
 ]

@@ -1,0 +1,321 @@
+"""Databases are described from their catalog; a table's head is one LIMIT query, bounded in time.
+
+sqlite3 (its statements traced), DuckDB (a Python function in a query counts its rows), SQLAlchemy
+over sqlite and over PostgreSQL, and psycopg on a PostgreSQL server these tests start.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from qloop_kernel.tools.namespace import UnknownNameError, inspect_variable, list_variables
+from qloop_kernel.tools.runtime import ToolInputError
+from qloop_kernel.tools.summaries import databases
+from tests.postgres_server import PASSWORD, Server, binaries, postgres_server
+
+
+def sales_sqlite(path: str = ":memory:") -> sqlite3.Connection:
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE sales (id INTEGER PRIMARY KEY, city TEXT, amount REAL)")
+    conn.executemany(
+        "INSERT INTO sales VALUES (?, ?, ?)", [(i, f"city{i % 3}", i * 1.5) for i in range(300)]
+    )
+    conn.execute(
+        "CREATE VIEW by_city AS SELECT city, SUM(amount) AS total FROM sales GROUP BY city"
+    )
+    conn.commit()
+    return conn
+
+
+def traced(conn: sqlite3.Connection) -> list[str]:
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    return statements
+
+
+def reads_of(statements: list[str], table: str) -> list[str]:
+    """The statements that read rows of ``table`` (catalog pragmas naming it are not reads)."""
+    return [s for s in statements if re.search(rf'FROM\s+("main"\.)?"?{table}\b', s)]
+
+
+# ---------------------------------------------------------------------------------------------
+# sqlite3
+# ---------------------------------------------------------------------------------------------
+
+
+def test_sqlite_connection_is_described_from_the_catalog() -> None:
+    conn = sales_sqlite()
+    statements = traced(conn)
+    text = inspect_variable({"conn": conn}, "conn")
+    assert text.startswith("conn: sqlite3.Connection, sqlite (in memory)\n2 tables and views")
+    assert "main.by_city  view   ?     2: city TEXT, total" in text
+    assert "main.sales    table  ?     3: id INTEGER, city TEXT, amount REAL" in text
+    # Only the catalog was read: no statement names a table of the user's.
+    assert statements and not reads_of(statements, "sales") + reads_of(statements, "by_city")
+    assert reads_of(["SELECT * FROM sales"], "sales")  # the check is sensitive
+    conn.execute("ANALYZE")  # sqlite keeps row estimates in sqlite_stat1 from now on
+    assert "main.sales    table  ~300" in inspect_variable({"conn": conn}, "conn")
+
+
+def test_sqlite_table_head_is_one_limit_query() -> None:
+    conn = sales_sqlite()
+    statements = traced(conn)
+    text = inspect_variable({"conn": conn}, "conn.sales")
+    assert text.startswith("conn.sales: table main.sales of sqlite (in memory)\nRows: ?")
+    assert "id      INTEGER\ncity    TEXT\namount  REAL" in text
+    assert "Rows 0-4 (a read query on the user's database: SELECT ... LIMIT 5 OFFSET 0):" in text
+    assert "4   city1  6.0" in text
+    [read] = reads_of(statements, "sales")
+    assert read.startswith('SELECT "id", "city", "amount" FROM "main"."sales" LIMIT 5 OFFSET 0')
+    page = inspect_variable(
+        {"conn": conn}, "conn.main.sales", columns=["amount"], offset=10, rows=2
+    )
+    assert "Rows 10-11" in page and "amount\n15.0\n16.5" in page
+    with pytest.raises(ToolInputError, match="offset 400 is past the last row"):
+        inspect_variable({"conn": conn}, "conn.sales", offset=400)
+    with pytest.raises(ToolInputError, match="unknown column"):
+        inspect_variable({"conn": conn}, "conn.sales", columns=["price"])
+
+
+def test_a_view_is_read_only_when_asked() -> None:
+    conn = sales_sqlite()
+    statements = traced(conn)
+    text = inspect_variable({"conn": conn}, "conn.by_city")
+    assert "Rows: not read; a view may run any query: pass rows=N" in text
+    assert not reads_of(statements, "by_city")
+    assert "city0  " in inspect_variable({"conn": conn}, "conn.by_city", rows=3)
+
+
+def test_names_that_are_not_tables_stay_attributes() -> None:
+    conn = sales_sqlite()
+    assert "bool" in inspect_variable({"conn": conn}, "conn.in_transaction")
+    with pytest.raises(UnknownNameError, match="has no attribute 'prices'"):
+        inspect_variable({"conn": conn}, "conn.prices")
+    with pytest.raises(ToolInputError, match="apply to one of its tables"):
+        inspect_variable({"conn": conn}, "conn", rows=3)
+
+
+def test_a_locked_sqlite_database_is_waited_for_boundedly(tmp_path: Path) -> None:
+    path = str(tmp_path / "shop.db")
+    sales_sqlite(path).close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # nobody else can read until it ends
+    conn = sqlite3.connect(path, timeout=60)  # the user's own wait: a minute
+    started = time.monotonic()
+    text = inspect_variable({"conn": conn}, "conn")
+    assert text == (
+        "conn: sqlite3.Connection\nCatalog not read (OperationalError: database is locked)."
+    )
+    assert time.monotonic() - started < databases.QUERY_TIME_S + 2
+    assert conn.execute("PRAGMA busy_timeout").fetchone() == (60_000,)  # the user's, put back
+    holder.execute("ROLLBACK")
+    assert "main.sales" in inspect_variable({"conn": conn}, "conn")
+
+
+def test_listing_runs_no_query() -> None:
+    conn = sales_sqlite()
+    statements = traced(conn)
+    listing = list_variables({"conn": conn})
+    assert "conn  sqlite3.Connection" in listing and "sqlite connection" in listing
+    assert statements == []
+
+
+# ---------------------------------------------------------------------------------------------
+# DuckDB
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def duck() -> Iterator[Any]:
+    duckdb = pytest.importorskip("duckdb")
+    conn = duckdb.connect()
+    conn.execute("CREATE TABLE trips AS SELECT range AS id, range % 7 AS zone FROM range(5000)")
+    conn.execute("CREATE VIEW zones AS SELECT zone, count(*) AS n FROM trips GROUP BY zone")
+    yield conn
+    conn.close()
+
+
+def test_duckdb_catalog_head_and_estimates(duck: Any) -> None:
+    text = inspect_variable({"db": duck}, "db")
+    assert text.startswith("db: duckdb.DuckDBPyConnection, DuckDB (in memory)\n2 tables")
+    assert "main.trips  table  ~5,000  2: id BIGINT, zone BIGINT" in text
+    assert "main.zones  view   ?       2: zone BIGINT, n BIGINT" in text
+    table = inspect_variable({"db": duck}, "db.trips", rows=3)
+    assert "Rows: ~5,000 (duckdb_tables().estimated_size estimate; not counted)" in table
+    assert "id  zone\n0   0\n1   1\n2   2" in table
+    assert "DuckDB connection" in list_variables({"db": duck})
+
+
+def test_duckdb_relation_is_not_run_until_rows_are_asked(duck: Any) -> None:
+    calls: list[int] = []
+
+    def bump(value: int) -> int:
+        calls.append(value)
+        return value + 1
+
+    duck.create_function("bump", bump, ["BIGINT"], "BIGINT", side_effects=True)
+    relation = duck.sql("SELECT bump(id) AS next_id, zone FROM trips")
+    namespace = {"relation": relation}
+    text = inspect_variable(namespace, "relation")
+    assert "duckdb.DuckDBPyRelation (a query, not yet run), 2 columns" in text
+    assert "next_id  BIGINT" in text and "Rows: not read" in text
+    assert "? x 2" in list_variables(namespace)
+    assert calls == []
+    assert "next_id\n1\n2" in inspect_variable(namespace, "relation", rows=2, columns=["next_id"])
+    assert calls  # the sensitive check: reading rows runs the query
+
+
+def test_duckdb_query_is_interrupted(duck: Any) -> None:
+    duck.execute("CREATE VIEW endless AS SELECT count(*) FROM range(1000000000000) a")
+    started = time.monotonic()
+    text = inspect_variable({"db": duck}, "db.endless", rows=1)
+    assert "count_star()  BIGINT" in text  # the columns, from the catalog
+    assert "Rows: not read: the query ran past 2 s and was cut off" in text
+    assert time.monotonic() - started < databases.QUERY_TIME_S + 3
+
+
+# ---------------------------------------------------------------------------------------------
+# SQLAlchemy over sqlite
+# ---------------------------------------------------------------------------------------------
+
+
+def test_sqlalchemy_engine_and_connection_over_sqlite(tmp_path: Path) -> None:
+    sqlalchemy = pytest.importorskip("sqlalchemy")
+    path = tmp_path / "shop.db"
+    sales_sqlite(str(path)).close()
+    engine = sqlalchemy.create_engine(f"sqlite:///{path}")
+    text = inspect_variable({"engine": engine}, "engine")
+    assert text.startswith(f"engine: sqlalchemy.Engine, sqlite:///{path}\n2 tables and views")
+    assert "main.sales    table  ?" in text
+    with engine.connect() as conn:
+        conn.exec_driver_sql("INSERT INTO sales VALUES (1000, 'new', 1.0)")  # not committed
+        head = inspect_variable({"conn": conn}, "conn.sales", rows=2)
+        assert "Rows 0-1" in head and "0   city0  0.0" in head
+        assert conn.in_transaction()  # the user's transaction is still open, with its row
+        assert conn.exec_driver_sql("SELECT count(*) FROM sales").scalar() == 301
+    engine.dispose()
+
+
+# ---------------------------------------------------------------------------------------------
+# PostgreSQL: psycopg and SQLAlchemy
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[Server]:
+    bin_dir = binaries()
+    if bin_dir is None:
+        pytest.skip("PostgreSQL server binaries are not installed (apt-get install postgresql)")
+    pytest.importorskip("psycopg")
+    with postgres_server(bin_dir) as server:
+        import psycopg
+
+        with psycopg.connect(server.conninfo(), autocommit=True) as conn:
+            conn.execute("CREATE SCHEMA shop")
+            conn.execute("CREATE TABLE shop.orders (id int PRIMARY KEY, note text, paid numeric)")
+            conn.execute(
+                "INSERT INTO shop.orders SELECT i, 'n' || i, i * 2 FROM generate_series(1, 2000) i"
+            )
+            conn.execute("CREATE TABLE public.fresh (id int)")  # never analyzed: no estimate
+            conn.execute(
+                "CREATE VIEW shop.big AS SELECT note, sum(paid) FROM shop.orders GROUP BY note"
+            )
+            conn.execute("ANALYZE shop.orders")
+        yield server
+
+
+def test_psycopg_connection_from_pg_catalog(postgres: Server) -> None:
+    import psycopg
+
+    with psycopg.connect(postgres.conninfo()) as conn:
+        text = inspect_variable({"pg": conn}, "pg")
+        assert text.startswith(
+            "pg: psycopg.Connection, postgresql database 'postgres' on 127.0.0.1"
+        )
+        assert PASSWORD not in text
+        assert "public.fresh  table  ?       1: id integer" in text
+        assert "shop.big      view   ?       2: note text, sum numeric" in text
+        assert "shop.orders   table  ~2,000  3: id integer, note text, paid numeric" in text
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE  # rolled back
+        head = inspect_variable({"pg": conn}, "pg.orders", rows=2)
+        assert "Rows: ~2,000 (pg_class.reltuples estimate; not counted)" in head
+        assert "id  note  paid\n1   n1    2\n2   n2    4" in head
+
+
+def test_psycopg_keeps_the_users_transaction(postgres: Server) -> None:
+    import psycopg
+
+    with psycopg.connect(postgres.conninfo()) as conn:
+        conn.execute("INSERT INTO public.fresh VALUES (7)")  # the user's open transaction
+        assert "public.fresh" in inspect_variable({"pg": conn}, "pg")
+        assert "id\n7" in inspect_variable({"pg": conn}, "pg.fresh")
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+        assert conn.execute("SHOW statement_timeout").fetchone() == ("0",)  # ours was local
+        assert conn.execute("SELECT count(*) FROM public.fresh").fetchone() == (1,)
+        conn.rollback()
+
+
+def test_a_blocked_head_query_is_cut_off(postgres: Server) -> None:
+    import psycopg
+
+    with (
+        psycopg.connect(postgres.conninfo()) as holder,
+        psycopg.connect(postgres.conninfo(), autocommit=True) as conn,
+    ):
+        holder.execute("LOCK TABLE shop.orders IN ACCESS EXCLUSIVE MODE")
+        started = time.monotonic()
+        text = inspect_variable({"pg": conn}, "pg.shop.orders")
+        assert "Rows: not read: the query ran past 2 s and was cut off" in text
+        assert time.monotonic() - started < databases.QUERY_TIME_S + 3
+        holder.rollback()
+        assert "n1" in inspect_variable({"pg": conn}, "pg.shop.orders")
+
+
+def test_sqlalchemy_over_postgresql_hides_the_password(postgres: Server) -> None:
+    sqlalchemy = pytest.importorskip("sqlalchemy")
+    engine = sqlalchemy.create_engine(postgres.url())
+    namespace = {"engine": engine}
+    text = inspect_variable(namespace, "engine")
+    assert text.startswith(
+        "engine: sqlalchemy.Engine, "
+        f"postgresql+psycopg://postgres:[REDACTED]@127.0.0.1:{postgres.port}/postgres\n"
+    )
+    assert "shop.orders   table  ~2,000" in text and PASSWORD not in text
+    listing = list_variables(namespace)
+    assert "sqlalchemy.Engine" in listing and PASSWORD not in listing
+    assert "1   n1    2" in inspect_variable(namespace, "engine.shop.orders")
+    engine.dispose()
+
+
+def test_catalog_reads_scan_no_table(postgres: Server) -> None:
+    """pg_stat_user_tables counts each sequential scan: a summary adds none; a head, one."""
+    import psycopg
+
+    def scans(conn: Any) -> int:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        row = conn.execute(
+            "SELECT seq_scan + coalesce(idx_scan, 0) FROM pg_stat_user_tables "
+            "WHERE relname = 'orders'"
+        ).fetchone()
+        return int(row[0])
+
+    with psycopg.connect(postgres.conninfo(), autocommit=True) as conn:
+        conn.execute("SET stats_fetch_consistency = none")
+        before = scans(conn)
+        inspect_variable({"pg": conn}, "pg")
+        list_variables({"pg": conn})
+        time.sleep(0.6)  # statistics are flushed at most every 0.5 s... and at commit
+        assert scans(conn) == before
+        inspect_variable({"pg": conn}, "pg.orders")
+        deadline = time.monotonic() + 5
+        while scans(conn) == before and time.monotonic() < deadline:
+            threading.Event().wait(0.2)
+        assert scans(conn) == before + 1
