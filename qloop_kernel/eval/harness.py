@@ -9,6 +9,7 @@ agent records that the runner keeps in the cells' metadata.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import os
 import signal
@@ -89,7 +90,10 @@ class EvalClient(AgentNotebookClient):
             following = self.nb.cells[cell_index + 1]
             if following.metadata.get("qloop_eval_role") == ANSWER_ROLE:
                 answer = _answer(cell.metadata.get(METADATA_KEY))
-                following.source = f"answers.append({answer!r})\nanswer = answers[-1]"
+                # The agent may have deleted or rebound ``answers``: start again from what is there.
+                following.source = (
+                    f"answer = {answer!r}\nanswers = [*globals().get('answers', ()), answer]"
+                )
 
     def interrupt(self) -> None:
         """Interrupt the kernel from another thread (Ctrl-C during a parallel run)."""
@@ -119,6 +123,7 @@ def task_notebook(task: Task, options: RunOptions, max_cost: float | None) -> An
             _tolerate_error(cell)
             handoff = nbformat.v4.new_code_cell("answer = ''")  # type: ignore[no-untyped-call]
             handoff.metadata["qloop_eval_role"] = ANSWER_ROLE
+            _tolerate_error(handoff)
             cells.append(handoff)
         elif CHECK_TAG in tags(cell):
             _tolerate_error(cell)
@@ -171,7 +176,8 @@ def run_trial(
         error: str | None = None
         executing = time.perf_counter()
         try:
-            client.execute(env=kernel_env(options))
+            # A loop of its own, closed at the end: trials run on worker threads.
+            asyncio.run(client.async_execute(env=kernel_env(options)))
         except (CellExecutionError, CellTimeoutError, DeadKernelError) as exc:
             error = _error_line(client, exc)
         except KeyboardInterrupt:
