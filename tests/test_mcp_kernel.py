@@ -5,6 +5,7 @@ JupyterLab, redaction, replay, and no server left behind after a kernel restart.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -193,3 +194,55 @@ def test_the_card_names_the_server_and_no_server_outlives_a_restart(
     while alive(server_pid) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not alive(server_pid)
+
+
+def test_a_project_file_starts_only_after_its_card_is_approved(
+    kernel_factory: Any, api: StandInAPI, tmp_path: Path
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    entry = {"command": sys.executable, "args": [SERVER], "env": {"MCP_CALLS": str(tmp_path / "c")}}
+    (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"p": entry}}))
+    api.reset()
+    lab = kernel_factory(api.environment(), cwd=str(project))
+    lab.run("%load_ext qloop_kernel")
+    assert "received, not approved (not started)" in lab.run("%agent mcp")
+    api.set_script([Reply([text("ok")])])
+    cell = lab.execute("%%agent\nHello.", cell_id="mcp-project")
+    approve = lab.wait_for_button("Approve", parent=cell, timeout=120)
+    lab.round_trip(approve)
+    states = lab.widget_states(parent=cell, model_name="HTMLModel")
+    card = "\n".join(str(s.get("value", "")) for s in states)
+    assert f"MCP servers from {project / '.mcp.json'}" in card
+    assert "mcp_servers.py (env: MCP_CALLS)" in card  # the exact command, env by name
+    assert "received" in card
+    lab.click(approve)
+    assert lab.complete(cell, 120)["content"]["status"] == "ok"
+    names = [t["name"] for t in api.requests[0].body["tools"]]
+    assert "mcp__p__lookup" in names
+    approved = json.loads((tmp_path / "approved.json").read_text())
+    digest = hashlib.sha256((project / ".mcp.json").read_bytes()).hexdigest()
+    assert approved == {str(project / ".mcp.json"): digest}
+    listing = lab.run("%agent mcp")
+    assert "p (project: " in listing and ": connected" in listing
+
+
+def test_servers_added_in_a_cell_and_an_interrupt_ends_a_hanging_call(
+    lab: LabKernel, api: StandInAPI, tmp_path: Path
+) -> None:
+    added = lab.run(f"%agent mcp add extra -- {sys.executable} {SERVER}")
+    assert "MCP server 'extra' added" in added
+    assert "extra (notebook: this notebook): not started" in lab.run("%agent mcp")
+    lab.run("%agent mcp remove extra")
+    assert "extra" not in lab.run("%agent mcp")
+    config = servers_config(tmp_path)
+    config["mcpServers"]["t"]["timeout"] = 300
+    lab.run(f"%config QloopAgent.mcp_servers = {config!r}")
+    api.set_script([Reply([tool_use("mcp__t__hang", {})]), Reply([text("stopped")])])
+    cell = lab.execute("%%agent --approve auto\nWait.", cell_id="mcp-hang")
+    lab.wait_for(lambda: "hang" in calls(tmp_path) or None, 120, "the hanging call")
+    interrupted = time.monotonic()
+    lab.interrupt()
+    lab.complete(cell, 30)
+    assert time.monotonic() - interrupted < 20
+    assert "t (config: c.QloopAgent.mcp_servers) trusted: connected" in lab.run("%agent mcp")
