@@ -73,6 +73,11 @@ def lab(api: StandInAPI) -> Iterator[LabKernel]:
 def pytest_configure(config: pytest.Config) -> None:
     folder = tempfile.mkdtemp(prefix="qloop-signing-")
     os.environ.setdefault("QLOOP_SIGNING_KEY_FILE", os.path.join(folder, "key"))
+    # Rules files: none of the user's own, approvals kept here, and a checkout's own AGENTS.md or
+    # CLAUDE.md left out of the tests' turns (tests of rules set QLOOP_RULES themselves).
+    os.environ.setdefault("QLOOP_USER_RULES", os.path.join(folder, "user-rules.md"))
+    os.environ.setdefault("QLOOP_RULES_APPROVALS", os.path.join(folder, "rules-approved.json"))
+    os.environ.setdefault("QLOOP_RULES", "user")
 
 
 # -- no network outside loopback, here and in every Python the tests start (network_guard.py) --------

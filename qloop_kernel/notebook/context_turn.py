@@ -96,6 +96,7 @@ def show_rules_line(uses: list[RulesUse]) -> None:
     """One line in the cell: the rules used and those skipped, and why."""
     from .display import line
 
+    uses = [u for u in uses if u.status != "off"]  # left out by the user's own setting
     if not uses:
         return
     used = [u.file.path for u in uses if u.used]
