@@ -173,6 +173,35 @@ def test_duckdb_relation_is_not_run_until_rows_are_asked(duck: Any) -> None:
     assert calls  # the sensitive check: reading rows runs the query
 
 
+def test_fingerprints_and_undo_run_no_query(duck: Any) -> None:
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    from qloop_kernel.notebook.undo import undo_log
+    from qloop_kernel.tools.fingerprint import fingerprint
+
+    calls: list[int] = []
+    duck.create_function(
+        "seen", lambda v: calls.append(v) or v, ["BIGINT"], "BIGINT", side_effects=True
+    )
+    relation = duck.sql("SELECT id FROM trips WHERE seen(id) >= 0")  # counting it calls seen()
+    conn = sales_sqlite()
+    statements = traced(conn)
+    for value in (relation, duck, conn):
+        fingerprint(value)
+    config = Config()
+    config.HistoryManager.hist_file = ":memory:"
+    shell = InteractiveShell.instance(config=config)
+    try:
+        shell.user_ns.update(relation=relation, duck=duck, conn=conn)
+        log = undo_log(shell)
+        log.finish(log.begin("relation = duck = conn = None"))
+    finally:
+        InteractiveShell.clear_instance()
+    assert calls == [] and not reads_of(statements, "sales")
+    assert relation.shape == (5000, 1) and calls  # the check is sensitive: its shape runs it
+
+
 def test_duckdb_query_is_interrupted(duck: Any) -> None:
     duck.execute("CREATE VIEW endless AS SELECT count(*) FROM range(1000000000000) a")
     started = time.monotonic()

@@ -52,9 +52,10 @@ MAX_ROWS = 1_000  # the most rows (or items) one call shows
 REPR_SECONDS = 1.0  # a repr(), len() or dir() of another object that runs longer is cut off
 SUMMARY_SECONDS = 10.0  # one whole summary that runs longer is cut off
 
-# Methods of deferred or out-of-core collections: an unknown object with one of these is
-# never rendered, measured or iterated, since any of that may run its computation.
-LAZY_MARKERS = ("__dask_graph__", "compute", "persist", "collect", "execute")
+# Methods of deferred or out-of-core collections (and query results: DuckDB relations, cursors):
+# an unknown object with one of these is never rendered, measured or iterated, since any of that
+# may run its computation.
+LAZY_MARKERS = ("__dask_graph__", "compute", "persist", "collect", "execute", "fetchall")
 
 
 @dataclass(frozen=True)
