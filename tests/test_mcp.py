@@ -316,6 +316,8 @@ def test_a_server_that_cannot_start_is_reported_not_raised(servers: McpServers) 
     server = servers.servers["gone"]
     assert server.state == "failed"
     assert server.connection is not None and server.connection.error
+    (note,) = servers.unavailable()
+    assert note.startswith("MCP server 'gone' is not available, its tools are left out: ")
 
 
 def test_only_read_tools_of_a_connected_server_replay(servers: McpServers, tmp_path: Path) -> None:
@@ -433,3 +435,12 @@ def test_close_stops_every_server(tmp_path: Path) -> None:
         time.sleep(0.1)
     assert not alive(server_pid)
     assert servers.servers["t"].state == "stopped"
+
+
+def test_a_missing_sdk_is_named_with_the_install_line() -> None:
+    from qloop_kernel.mcp.client import describe_error
+
+    missing = ModuleNotFoundError("No module named 'mcp'", name="mcp")
+    assert describe_error(missing) == (
+        "the mcp package is not installed: pip install 'qloop-kernel[mcp]'"
+    )

@@ -263,6 +263,8 @@ def describe_error(exc: BaseException) -> str:
     """One line for an error from the SDK or the transport (exception groups unwrapped)."""
     while getattr(exc, "exceptions", None):  # an exception group: its first
         exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    if isinstance(exc, ModuleNotFoundError) and exc.name == "mcp":
+        return "the mcp package is not installed: pip install 'qloop-kernel[mcp]'"
     if isinstance(exc, asyncio.CancelledError):
         return "cancelled"
     if isinstance(exc, TimeoutError):

@@ -192,6 +192,16 @@ class McpServers:
             made += self._adapted(server)
         return made
 
+    def unavailable(self) -> list[str]:
+        """One line per server that could not be started or reached, with why (redacted)."""
+        notes = []
+        for name, server in self.servers.items():
+            connection = server.connection
+            if connection is not None and connection.state == "failed":
+                why = redact_text(connection.error or "unknown error")
+                notes.append(f"MCP server '{name}' is not available, its tools are left out: {why}")
+        return notes
+
     def _adapted(self, server: Server) -> list[McpTool]:
         name = server.entry.name
         connected = server.state == "connected"

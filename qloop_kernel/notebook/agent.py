@@ -102,10 +102,13 @@ class KernelAgent:
         try:
             if not self.mcp.configured():
                 return []
-            return list(self.mcp.tools())
+            tools = list(self.mcp.tools())
         except McpConfigError as exc:
             line(f"MCP: {exc}", "warn")
             return []
+        for note in self.mcp.unavailable():
+            line(note, "warn")
+        return tools
 
     def _note_unrepeated(self, record: Any) -> None:
         """Saved MCP calls a replay does not repeat (a tool not read-only, or its server not
