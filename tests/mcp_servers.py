@@ -2,7 +2,7 @@
 stdio; ``--http PORT`` serves streamable HTTP on 127.0.0.1.
 
 Tools: ``lookup`` (read-only), ``write_note`` (no hints), ``drop_table`` (destructive),
-``fetch_page`` (open world), ``chart`` (an image), ``stats`` (structured content), ``links``
+``fetch_page`` (open world), ``chart`` (an image), ``bad_images`` (mislabelled images), ``stats`` (structured content), ``links``
 (a resource link), ``fails`` (the server's own error), ``crash`` (the process exits), ``hang``
 (never answers), ``show_env`` (the server's environment variable ``MCP_TOKEN``). Each call is
 appended to the file named by ``MCP_CALLS`` (when set); the process writes its pid to ``MCP_PID``;
@@ -11,13 +11,14 @@ with ``MCP_LINGER`` set it stays alive after its stdin closes, as some servers d
 
 from __future__ import annotations
 
+import base64
 import os
 import sys
 import time
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.utilities.types import Image
-from mcp_types import ResourceLink, ToolAnnotations
+from mcp_types import ImageContent, ResourceLink, ToolAnnotations
 
 app = MCPServer("qloop-test")
 
@@ -80,6 +81,18 @@ def chart() -> Image:
     """Draw a chart."""
     _called("chart")
     return Image(data=png_bytes(), format="png")
+
+
+@app.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def bad_images() -> list[ImageContent]:
+    """Images a server gets wrong: text labelled PNG, and a PNG labelled JPEG."""
+    _called("bad_images")
+    png = base64.b64encode(png_bytes()).decode()
+    wrong = base64.b64encode(b"not an image at all").decode()
+    return [
+        ImageContent(type="image", data=wrong, mime_type="image/png"),
+        ImageContent(type="image", data=png, mime_type="image/jpeg"),
+    ]
 
 
 @app.tool(annotations=ToolAnnotations(readOnlyHint=True))

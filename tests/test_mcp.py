@@ -256,6 +256,12 @@ def test_results_images_structured_content_and_links(servers: McpServers, tmp_pa
     image = call(rt, "mcp__t__chart")
     assert image.content[0]["type"] == "image"
     assert image.content[0]["source"]["media_type"] == "image/png"
+    bad = call(rt, "mcp__t__bad_images")
+    assert bad.content[0] == {
+        "type": "text",
+        "text": "(an image labelled image/png, which the model cannot read)",
+    }
+    assert bad.content[1]["source"]["media_type"] == "image/png"  # read from its bytes
     stats = call(rt, "mcp__t__stats", n=7)
     assert '"square": 49' in stats.text
     link = call(rt, "mcp__t__links")

@@ -226,16 +226,21 @@ def _block(item: Any) -> list[Block]:
 
 
 def _image(item: Any) -> Block:
+    """An image block the API accepts: its type read from its bytes (a server's label can be
+    wrong, and the API refuses data that does not match it), within the size limit."""
     import base64
     import binascii
 
-    media = str(item.mime_type or "")
+    from ..attachments import image_type
+
+    label = str(item.mime_type or "")
     try:
-        size = len(base64.b64decode(item.data, validate=True))
+        raw = base64.b64decode(item.data, validate=True)
     except (binascii.Error, ValueError):
-        return {"type": "text", "text": f"(an image of type {media} that is not valid base64)"}
+        return {"type": "text", "text": f"(an image labelled {label} that is not valid base64)"}
+    media = image_type(raw[:16])
     if media not in IMAGE_TYPES:
-        return {"type": "text", "text": f"(an image of type {media}, which the model cannot read)"}
-    if size > MAX_IMAGE_BYTES:
-        return {"type": "text", "text": f"(an image of {size} bytes, over the 5 MB limit)"}
+        return {"type": "text", "text": f"(an image labelled {label}, which the model cannot read)"}
+    if len(raw) > MAX_IMAGE_BYTES:
+        return {"type": "text", "text": f"(an image of {len(raw)} bytes, over the 5 MB limit)"}
     return {"type": "image", "source": {"type": "base64", "media_type": media, "data": item.data}}
