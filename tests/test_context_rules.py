@@ -240,3 +240,18 @@ def test_a_second_turn_reads_the_rules_from_the_cache(api: StandInAPI, home: Pat
     prefix = sum(s.tokens for s in prompt_segments(first.body)[: len(first.body["tools"]) + 1])
     assert first.usage["cache_creation_input_tokens"] >= prefix
     assert second.usage["cache_read_input_tokens"] >= prefix  # tools, system and rules read
+
+
+def test_records_written_before_the_context_fields_still_load() -> None:
+    """The demo notebook's records were written with fingerprints, before ``sources`` and
+    ``context`` existed: their digests still verify."""
+    import nbformat
+
+    from qloop_kernel.records import load_record
+
+    demo = Path(__file__).parent.parent / "notebooks" / "demo.ipynb"
+    saved = [c.metadata["qloop"] for c in nbformat.read(demo, as_version=4).cells
+             if "qloop" in c.metadata]  # fmt: skip
+    assert saved and all("sources" not in r["fingerprint"] and "context" not in r for r in saved)
+    records = [load_record(r) for r in saved]
+    assert all(r.fingerprint is not None and r.context is None for r in records)
