@@ -21,7 +21,12 @@ from qloop_kernel.settings import Settings
 from qloop_kernel.tools.fingerprint import changes, fingerprint
 from qloop_kernel.tools.namespace import inspect_variable, list_variables
 from qloop_kernel.tools.risk import classify
-from qloop_kernel.tools.summaries.device import DEVICE_SAMPLE, device_array, host_sample
+from qloop_kernel.tools.summaries.device import (
+    DEVICE_SAMPLE,
+    device_array,
+    host_sample,
+    is_device_array,
+)
 
 torch = pytest.importorskip("torch")
 
@@ -119,7 +124,15 @@ def test_an_array_known_only_by_its_cuda_interface_is_an_array() -> None:
 def test_a_dlpack_array_on_the_host_is_read_through_a_view() -> None:
     class HostArray:
         def __init__(self, data: Any) -> None:
-            self.data, self.shape, self.dtype = data, data.shape, data.dtype
+            self.data = data
+
+        @property
+        def shape(self) -> tuple[int, ...]:
+            return tuple(self.data.shape)
+
+        @property
+        def dtype(self) -> Any:
+            return self.data.dtype
 
         def __dlpack__(self, **kwargs: Any) -> Any:
             return self.data.__dlpack__(**kwargs)
@@ -129,6 +142,14 @@ def test_a_dlpack_array_on_the_host_is_read_through_a_view() -> None:
 
     text = inspect_variable({"a": HostArray(np.arange(10.0))}, "a")
     assert "device cpu:0, 80 B" in text and "min 0, max 9, mean 4.5" in text
+
+
+def test_arrow_arrays_offering_dlpack_stay_arrow_arrays() -> None:
+    pa = pytest.importorskip("pyarrow")
+    column = pa.array(np.arange(1000))
+    assert not is_device_array(column)
+    assert measure(column).host == column.nbytes
+    assert inspect_variable({"col": column}, "col").startswith("col: pyarrow.Int64Array")
 
 
 def test_jax_arrays_have_their_size_and_sampled_statistics() -> None:
@@ -228,3 +249,62 @@ def test_a_step_that_changes_a_tensor_in_place_reports_it(shell: InteractiveShel
     snapshot = log.begin("x.mul_(2)")
     shell.run_cell("x.mul_(2)", store_history=False)
     assert log.finish(snapshot).lines() == ["x: torch Tensor 2000×2000, values changed"]
+
+
+# -- on a real GPU (skipped where there is none) --------------------------------------------------
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+GIB = 1024**3
+
+
+def on_top(action: Any) -> tuple[Any, int]:
+    """What ``action()`` returns, and the device memory it allocated on top of what was there."""
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.max_memory_allocated()
+    found = action()
+    torch.cuda.synchronize()
+    return found, torch.cuda.max_memory_allocated() - before
+
+
+@cuda
+def test_a_gpu_tensor_is_inspected_listed_and_fingerprinted_within_a_few_kb() -> None:
+    x = torch.ones(GIB // 2 // 8192, 8192, dtype=torch.bfloat16, device="cuda")
+    ns = {"x": x}
+    text, extra = on_top(lambda: inspect_variable(ns, "x"))
+    assert "dtype torch.bfloat16, device cuda:0, 1.0 GB" in text
+    assert f"Statistics on {DEVICE_SAMPLE:,} evenly spaced of 536,870,912 elements, gathered on cuda:0: min 1, max 1" in text  # fmt: skip
+    assert extra < 1024**2
+    assert "1.0 GB" in list_variables(ns)
+    before, extra = on_top(lambda: fingerprint(x))
+    assert extra < 1024**2
+    x.mul_(2)
+    assert fingerprint(x).hash != before.hash
+
+
+@cuda
+def test_undo_never_copies_a_gpu_tensor_without_a_device_budget(shell: InteractiveShell) -> None:
+    shell.user_ns["x"] = torch.zeros(GIB // 4, device="cuda")
+    log = UndoLog(shell)
+    snapshot, extra = on_top(lambda: log.prepare("x += 1"))
+    assert extra < 1024**2 and snapshot.saved == {}
+    assert snapshot.missed["x"].startswith("(Tensor, 1.0 GB on cuda:0) is not snapshotted")
+    log.device_budget = lambda: 2 * GIB
+    snapshot, extra = on_top(lambda: log.prepare("x += 1"))
+    assert snapshot.device_held == GIB and extra >= GIB  # allowed: a real copy on the device
+
+
+@cuda
+def test_cupy_and_jax_gpu_arrays() -> None:
+    cupy = pytest.importorskip("cupy")
+    array = cupy.ones((1000, 1000), dtype=cupy.float32)
+    assert "dtype float32, device cuda:0, 3.8 MB" in inspect_variable({"c": array}, "c")
+    before = fingerprint(array)
+    array *= 2
+    assert fingerprint(array).hash != before.hash
+    assert measure(array).device == 4_000_000
+    jax = pytest.importorskip("jax")
+    gpu = jax.devices("gpu")[0]
+    j = jax.device_put(jax.numpy.ones((1000, 1000), dtype=jax.numpy.bfloat16), gpu)
+    assert "dtype bfloat16, 1.9 MB" in inspect_variable({"j": j}, "j")
+    assert fingerprint(j).hash != fingerprint(j * 2).hash

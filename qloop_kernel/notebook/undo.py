@@ -176,8 +176,8 @@ def _walk_size(value: object, limit: TimeLimit) -> Size:
         if not len(seen) % CHECK_EVERY:
             limit.check()
         plain = item is value or type(item) in _PLAIN_TYPES
-        inner = None if plain else _device_size(item)
-        size = None if plain or inner is not None else data_size(item, limit)
+        size = None if plain else data_size(item, limit)
+        inner = None if plain or size is not None else _device_size(item)
         if inner is not None:
             host, device, where = host + inner.host, device + inner.device, where or inner.where
         elif size is not None:
@@ -211,10 +211,10 @@ def measure(value: object, seconds: float | None = None) -> Size:
         return Size(0)  # kept as they are (a jax array cannot change in place)
     limit = TimeLimit(seconds)
     try:
-        device = _device_size(value)
+        found = data_size(value, limit)
+        device = _device_size(value) if found is None else None
         if device is not None:
             return device
-        found = data_size(value, limit)
         size = Size(found) if found is not None else _walk_size(value, limit)
         limit.check()
     except OutOfTime:

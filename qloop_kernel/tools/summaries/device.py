@@ -72,9 +72,11 @@ def is_interface_array(obj: object) -> bool:
     cls = type(obj)
     if isinstance(obj, type) or is_lazy_like(obj):
         return False
-    return hasattr(cls, "__cuda_array_interface__") or (
-        hasattr(cls, "__dlpack__") and hasattr(cls, "__dlpack_device__")
-    )
+    if hasattr(cls, "__cuda_array_interface__"):
+        return True
+    # DLPack alone is also offered by columns and tables (Arrow): an array has a shape and a dtype.
+    dlpack = hasattr(cls, "__dlpack__") and hasattr(cls, "__dlpack_device__")
+    return dlpack and hasattr(cls, "shape") and hasattr(cls, "dtype")
 
 
 def is_device_array(obj: object) -> bool:
