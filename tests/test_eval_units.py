@@ -12,7 +12,7 @@ import pytest
 
 from qloop_kernel.eval import stats
 from qloop_kernel.eval.compare import compare
-from qloop_kernel.eval.harness import RunOptions, task_notebook
+from qloop_kernel.eval.harness import RunOptions, run_trial, task_notebook
 from qloop_kernel.eval.report import build, table, to_html
 from qloop_kernel.eval.run import open_results
 from qloop_kernel.eval.suite import SuiteError, load_suite, load_task
@@ -136,6 +136,14 @@ def test_a_trial_runs_the_task_without_its_solution_and_hands_over_the_answer(
     assert "raises-exception" in nb.cells[4].metadata["tags"]  # a failing check: the next one runs
     assert "raises-exception" not in nb.cells[1].metadata.get("tags", [])  # a failing setup stops
     assert task.notebook.cells[1].source == "%%agent\nDouble x."  # the task itself is unchanged
+
+
+def test_a_kernel_that_does_not_start_makes_the_trial_an_error(tmp_path: Path) -> None:
+    task = load_task(task_file(tmp_path, "t", GOOD))
+    result, _ = run_trial(task, 1, RunOptions(kernel="no-such-kernel"))
+    assert result.status == "error" and not result.passed
+    assert result.error is not None and result.error.startswith("the run: NoSuchKernel")
+    assert result.checks == [{"name": "assert x == 2", "passed": False, "error": "not run"}]
 
 
 # -- statistics -------------------------------------------------------------------------------------

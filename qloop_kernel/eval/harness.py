@@ -163,8 +163,6 @@ def run_trial(
     running: dict[int, EvalClient] | None = None,
 ) -> tuple[TrialResult, Any]:
     """Run one trial in a fresh kernel; the result and the executed notebook."""
-    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
-
     started = time.perf_counter()
     nb = task_notebook(task, options, max_cost)
     with tempfile.TemporaryDirectory(prefix="qloop-eval-") as folder:
@@ -178,10 +176,10 @@ def run_trial(
         try:
             # A loop of its own, closed at the end: trials run on worker threads.
             asyncio.run(client.async_execute(env=kernel_env(options)))
-        except (CellExecutionError, CellTimeoutError, DeadKernelError) as exc:
-            error = _error_line(client, exc)
         except KeyboardInterrupt:
             error = "interrupted"
+        except Exception as exc:  # a setup cell failed, a timeout, the kernel died or did not start
+            error = _error_line(client, exc)
         finally:
             kernel_s = time.perf_counter() - executing
             if running is not None:
