@@ -237,10 +237,13 @@ def test_headless_an_unapproved_project_file_is_skipped_unless_configured_and_dr
         for name, value in {**api.environment(), **context_env(project)}.items():
             monkeypatch.setenv(name, value)
         monkeypatch.delenv("JPY_SESSION_NAME")  # nbclient: the kernel runs in the folder
-        client = AgentNotebookClient(nb, progress=io.StringIO(), timeout=120,
+        progress = io.StringIO()  # what `qloop run` prints, one line per note
+        client = AgentNotebookClient(nb, progress=progress, timeout=120,
                                      resources={"metadata": {"path": str(project / "nb")}})  # fmt: skip
         client.execute()
         assert RULES not in system_text(api.requests[0])
+        [said] = [line for line in progress.getvalue().splitlines() if "rules:" in line]
+        assert "user-rules.md" in said and "AGENTS.md (project): not used" in said
         assert "AGENTS.md (project): not used" in shown(nb.cells[1])
         assert "QLOOP_RULES=all" in shown(nb.cells[1])
         monkeypatch.setenv("QLOOP_RULES", "all")
