@@ -233,6 +233,28 @@ def test_sqlalchemy_engine_and_connection_over_sqlite(tmp_path: Path) -> None:
     engine.dispose()
 
 
+def test_other_dialects_are_read_through_the_inspector(tmp_path: Path) -> None:
+    """A dialect without catalog SQL here: tables, views and columns from SQLAlchemy's inspector."""
+    sqlalchemy = pytest.importorskip("sqlalchemy")
+    path = tmp_path / "shop.db"
+    sales_sqlite(str(path)).close()
+    engine = sqlalchemy.create_engine(f"sqlite:///{path}")
+    with engine.connect() as conn:
+        source = databases.Source(
+            "other",
+            "elsewhere",
+            lambda sql, args: ([], []),
+            str,
+            inspector=sqlalchemy.inspect(conn),
+        )
+        found = {(r.name, r.kind): r.columns for r in databases.catalog(source)}
+    assert found == {
+        ("sales", "table"): [("id", "INTEGER"), ("city", "TEXT"), ("amount", "REAL")],
+        ("by_city", "view"): [("city", "TEXT"), ("total", "NULL")],
+    }
+    engine.dispose()
+
+
 # ---------------------------------------------------------------------------------------------
 # PostgreSQL: psycopg and SQLAlchemy
 # ---------------------------------------------------------------------------------------------
