@@ -120,6 +120,14 @@ def test_the_starter_suite_is_found_by_name_inside_the_package() -> None:
     assert all("qloop_kernel/eval/suites/starter" in str(t.path) for t in suite.tasks)
 
 
+def test_the_wheel_carries_the_starter_suite() -> None:
+    wheel = pytest.importorskip("hatchling.builders.wheel")
+    root = Path(__file__).resolve().parents[1]
+    shipped = {f.distribution_path for f in wheel.WheelBuilder(str(root)).recurse_included_files()}
+    tasks = {f"qloop_kernel/eval/suites/starter/{t.id}.ipynb" for t in load_suite("starter").tasks}
+    assert tasks <= shipped
+
+
 # -- the notebook a trial runs ---------------------------------------------------------------------
 
 
