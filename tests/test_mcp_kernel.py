@@ -246,3 +246,12 @@ def test_servers_added_in_a_cell_and_an_interrupt_ends_a_hanging_call(
     lab.complete(cell, 30)
     assert time.monotonic() - interrupted < 20
     assert "t (config: c.QloopAgent.mcp_servers) trusted: connected" in lab.run("%agent mcp")
+    # The turn's deadline ends a waiting call the way the Stop button does (one timer).
+    api.set_script([Reply([tool_use("mcp__t__hang", {})]), Reply([text("gave up")])])
+    started = time.monotonic()
+    cell = lab.execute("%%agent --approve auto --timeout 4\nWait again.", cell_id="mcp-deadline")
+    lab.complete(cell, 60)
+    assert time.monotonic() - started < 40
+    (step,) = saved_record(lab, cell)["tool_calls"]
+    assert step["name"] == "mcp__t__hang" and step["is_error"], step
+    assert "MCP server" not in step["output_summary"]  # ended by the deadline, not a server error
