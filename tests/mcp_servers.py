@@ -44,6 +44,13 @@ def write_note(text: str) -> str:
     return f"noted: {text}"
 
 
+@app.tool(name="notes.count", annotations=ToolAnnotations(readOnlyHint=True))
+def notes_count() -> str:
+    """How many notes there are (a name with a dot, which MCP allows)."""
+    _called("notes.count")
+    return "3 notes"
+
+
 @app.tool(annotations=ToolAnnotations(destructiveHint=True))
 def drop_table(name: str) -> str:
     """Drop a table."""

@@ -188,6 +188,11 @@ def test_tools_are_named_for_their_server_with_the_servers_schema(
     assert schema["input_schema"]["required"] == ["key"]
     assert schema["description"].startswith("[MCP server 't']")
     assert servers.servers["t"].state == "connected"
+    dotted = tools["mcp__t__notes_count"]  # the API's characters; the server's own name is called
+    assert dotted.remote_name == "notes.count"
+    assert dotted.call(dotted.input_model.model_validate({})) == [
+        {"type": "text", "text": "3 notes"}
+    ]
 
 
 def test_input_is_checked_against_the_schema_before_the_call(

@@ -205,7 +205,7 @@ class McpServers:
     def _adapted(self, server: Server) -> list[McpTool]:
         name = server.entry.name
         connected = server.state == "connected"
-        made = []
+        made: list[McpTool] = []
         for listed in server.tools:
             try:
                 made.append(
@@ -216,7 +216,8 @@ class McpServers:
                 )  # fmt: skip
             except ValueError as exc:
                 log.info("MCP tool %s of %s left out: %s", listed.name, name, exc)
-        return made
+        names = [tool.name for tool in made]
+        return [tool for tool in made if names.count(tool.name) == 1]  # never one name for two
 
     def _caller(self, name: str) -> Callable[[str, dict[str, Any]], list[Block]]:
         def call(tool: str, arguments: dict[str, Any]) -> list[Block]:

@@ -11,6 +11,7 @@ least ``unknown``.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,14 +25,16 @@ from ..tools.risk import Assessment, Reason, Risk, most_severe
 from ..tools.runtime import MAX_RESULT_CHARS, Tool
 
 PREFIX = "mcp__"
+MAX_NAME_CHARS = 128  # the Messages API's tool name: ^[a-zA-Z0-9_-]{1,128}$
 MAX_DESCRIPTION_CHARS = 2_000
 MAX_IMAGE_BYTES = 5 * 1024 * 1024  # the Messages API's limit for one image
 IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 
 
 def tool_name(server: str, tool: str) -> str:
-    """The name the model calls: ``mcp__<server>__<tool>``."""
-    return f"{PREFIX}{server}__{tool}"
+    """The name the model calls: ``mcp__<server>__<tool>``, in the characters and length the
+    Messages API accepts for a tool name (others, such as a dot, become ``_``)."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", f"{PREFIX}{server}__{tool}")[:MAX_NAME_CHARS]
 
 
 @dataclass(frozen=True)
