@@ -279,3 +279,23 @@ def test_qloop_run_sends_attachments(project: Path, monkeypatch: pytest.MonkeyPa
     )
     assert record.context is not None
     assert [a.kind for a in record.context.attachments] == ["table", "image", "variable"]
+
+
+def test_replay_says_when_an_attached_cell_was_edited(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nb = headless_notebook(["%load_ext qloop_kernel", "rate = 0.2", "%%agent --with @rate\nCheck."])
+    nb.cells[1].id = "rate"
+    with StandInAPI([Reply([text("The rate is 0.2.")])]) as api:
+        for name, value in {**api.environment(), **context_env(project)}.items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.delenv("JPY_SESSION_NAME")
+        AgentNotebookClient(nb, progress=io.StringIO(), timeout=120).execute()
+        assert "rate = 0.2" in json.dumps(api.requests[0].body["messages"][0])
+        record = load_record(nb.cells[2].metadata["qloop"])
+        assert record.fingerprint is not None
+        assert [c.cell_id for c in record.fingerprint.cells] == ["rate"]
+        nb.cells[1].source = "rate = 0.25"
+        AgentNotebookClient(nb, progress=io.StringIO(), timeout=120).execute()
+        assert len(api.requests) == 1  # replayed
+    assert "the cell that defines rate was edited" in shown(nb.cells[2])

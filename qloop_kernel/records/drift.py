@@ -251,6 +251,8 @@ class TurnPrints:
                 if name in self.namespace and _is_data(value) and not name.startswith("_"):
                     changed.append(variable_print(name, value))
         cells = {id(c): c for n in self.read if (c := self.cells.get(n)) is not None}
+        attached = {s.path for s in self.sources if s.kind == "cell"}  # compared like cells read
+        cells |= {id(c): c for c in self.cells.values() if c.cell_id in attached}
         return Fingerprint(
             python=python_version(),
             libraries=library_versions(self.modules),
