@@ -329,6 +329,10 @@ def test_a_server_that_cannot_start_is_reported_not_raised(servers: McpServers) 
     assert server.connection is not None and server.connection.error
     (note,) = servers.unavailable()
     assert note.startswith("MCP server 'gone' is not available, its tools are left out: ")
+    first = server.connection
+    assert servers.tools() == [] and server.connection is first  # not tried at every turn
+    servers.restart("gone")
+    assert server.connection is not first  # a restart tries again
 
 
 def test_only_read_tools_of_a_connected_server_replay(servers: McpServers, tmp_path: Path) -> None:
@@ -380,6 +384,7 @@ def test_an_http_server_is_used_and_reconnected_after_a_restart(
         down = call(rt, "mcp__web__lookup", key="k")
         assert down.is_error and "MCP server 'web'" in down.text
         assert "0123456789abcdef" not in down.text
+        assert call(rt, "mcp__web__lookup", key="k").is_error  # still down: each call tries again
         process = http_server(port, tmp_path)
         back = call(rt, "mcp__web__lookup", key="again")
         assert not back.is_error, back.text

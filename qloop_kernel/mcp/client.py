@@ -99,6 +99,7 @@ class Connection:
         self.kernel_pid = kernel_pid or os.getpid()
         self.state: State = "not started"
         self.error: str | None = None
+        self.failed_at = 0.0  # time.monotonic() of the last failure to start
         self.session: Any = None
         self._closing: asyncio.Event | None = None
         self._held: asyncio.Task[None] | None = None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +45,7 @@ from .tools import McpTool, adapt, result_blocks
 
 log = logging.getLogger("qloop.mcp")
 _GRACE_S = 2.0  # the main thread waits this much past a call's own timeout
+RETRY_AFTER_S = 60.0  # a server that failed to start is tried again after this (or on restart)
 
 
 @dataclass(frozen=True)
@@ -165,12 +167,16 @@ class McpServers:
 
     # --- connections ---------------------------------------------------------------------------
 
-    def connect(self, name: str) -> Server:
-        """Connect ``name`` unless it is connected; a failure is kept in its state."""
+    def connect(self, name: str, *, retry: bool = False) -> Server:
+        """Connect ``name`` unless it is connected; a failure is kept in its state, and tried
+        again after ``RETRY_AFTER_S`` (at once with ``retry``)."""
         server = self.servers[name]
         connection = server.connection
         if connection is not None and connection.state == "connected":
             return server
+        recent = connection is not None and time.monotonic() - connection.failed_at < RETRY_AFTER_S
+        if connection is not None and connection.state == "failed" and recent and not retry:
+            return server  # a server that failed to start is not waited for at every turn
         if connection is not None:
             self._close(connection)
         connection = Connection(name, server.entry.config, os.getpid())
@@ -178,7 +184,7 @@ class McpServers:
         try:
             server.tools = self.loop.wait(connection.open(), CONNECT_TIMEOUT_S + _GRACE_S)
         except (McpCallError, TimeoutError, OSError) as exc:
-            connection.state = "failed"
+            connection.state, connection.failed_at = "failed", time.monotonic()
             connection.error = connection.error or describe_error(exc)
             server.tools = []
             log.info("MCP server %s: %s", name, redact_text(connection.error))
@@ -232,7 +238,7 @@ class McpServers:
             raise ToolFailure(f"MCP server '{name}' is not configured any more")
         server = self.servers[name]
         if server.state != "connected":
-            server = self.connect(name)  # reconnects an HTTP server, restarts a crashed one
+            server = self.connect(name, retry=True)  # reconnects HTTP, restarts a crashed one
         connection = server.connection
         if connection is None or connection.state != "connected":
             why = connection.error if connection is not None else "not started"
@@ -261,7 +267,7 @@ class McpServers:
         if name not in self.configured():
             raise McpConfigError(f"no MCP server named {name!r}; see `%agent mcp`")
         self.stop(name)
-        return self.connect(name)
+        return self.connect(name, retry=True)
 
     def stop(self, name: str) -> None:
         server = self.servers.get(name)
