@@ -26,7 +26,7 @@ import json
 import os
 import weakref
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from ..conversation import ConversationManager
 from ..grants import Grants
@@ -38,6 +38,7 @@ from ..permissions import (
     Decision,
     Deny,
     Policy,
+    Verdict,
 )
 from ..records import CellRecord, ToolCallRecord
 from ..records.drift import changed_after
@@ -307,12 +308,30 @@ def _output_changes(step: ToolCallRecord, outcome: ToolOutcome) -> list[str]:
 _approved_ahead: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 
 
+Combined = Literal["run", "ask", "deny", "received"]
+
+
+def combined_verdict(
+    verdict: Verdict, *, received: bool, interactive: bool, opted_in: bool
+) -> Combined:
+    """Policy, then provenance, for a step from any source that did not come from the model now:
+    a policy that denies the class denies it; a received one is asked about when someone can click
+    (never run by the policy or grants alone) and headless runs only with the opt-in ("received":
+    blocked); the user's own runs or is asked about as the policy says."""
+    if verdict == "deny":
+        return "deny"
+    if not received:
+        return verdict
+    if interactive:
+        return "ask"
+    return "run" if opted_in else "received"
+
+
 def _decide(
     plan: ReplayPlan, policy: ApprovalPolicy, cell: CellContext, host: Any = None
 ) -> Decision:
-    """The approval of a replay: the policy's verdict on the steps' most severe class, then the
-    record's provenance. Neither replaces the other: a policy that denies the class denies a
-    received record too, and a received record is never run by the policy or grants alone."""
+    """The approval of a replay: :func:`combined_verdict` of the policy's verdict on the steps' most
+    severe class and the record's provenance, then the card or grants where it asks."""
     if not plan.steps and not plan.received:
         return Approve()  # nothing runs; the user's own conversation is taken back
     ahead = _approved_ahead.setdefault(host, set()) if host is not None else set()
@@ -320,14 +339,18 @@ def _decide(
         ahead.discard(plan.record.digest)
         return Approve()  # listed on the card of a cell before it in the same Run All
     request = plan.request()
-    verdict = policy.verdict(request.risk) if plan.steps else "ask"
+    verdict = combined_verdict(
+        policy.verdict(request.risk) if plan.steps else "ask",
+        received=plan.received, interactive=cell.interactive,
+        opted_in=os.environ.get(RECEIVED_OPT_IN) == "1",
+    )  # fmt: skip
     if verdict == "deny":
         return policy.denial(request)
-    if plan.received:
-        return _received(plan, policy, cell, host, ahead)
+    if verdict == "received":
+        return Deny(RECEIVED_BLOCK)
     if verdict == "run":
         return Approve(policy.name)
-    if host is not None and _granted(plan, host.grants, cell.cell_id):
+    if not plan.received and host is not None and _granted(plan, host.grants, cell.cell_id):
         return Approve()
     return _card(plan, host, ahead, cell.cell_id)
 
@@ -336,18 +359,6 @@ RECEIVED_BLOCK = (
     "the saved record was received from elsewhere (not signed by your kernel); replay it headless "
     "only with `qloop run --replay-received`, or open the notebook in JupyterLab to review its steps"
 )
-
-
-def _received(
-    plan: ReplayPlan, policy: ApprovalPolicy, cell: CellContext, host: Any, ahead: set[str]
-) -> Decision:
-    """A received record the policy allows: the card when someone can click (never the policy or
-    grants alone); headless, run only with the opt-in (``qloop run --replay-received``)."""
-    if cell.interactive:
-        return _card(plan, host, ahead, cell.cell_id)
-    if os.environ.get(RECEIVED_OPT_IN) != "1":
-        return Deny(RECEIVED_BLOCK)
-    return Approve(policy.name)  # the user opted in on the command line; the policy runs the class
 
 
 def _granted(plan: ReplayPlan, grants: Grants, cell_id: str | None) -> bool:
