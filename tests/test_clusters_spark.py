@@ -58,11 +58,40 @@ def api() -> Iterator[StandInAPI]:
         yield server
 
 
+# The Python workers run the kernel's Python (pyarrow and all), not the first on PATH.
+SPARK_ENV = {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+STARTS_SPARK = SESSION.split("sc.setJobGroup")[0] + SLOW_ACTION
+
+
+def test_stop_cancels_the_jobs_of_a_context_the_step_started(
+    api: StandInAPI, tmp_path: Path
+) -> None:
+    marker = tmp_path / "udf-started"
+    code = STARTS_SPARK.format(marker=str(marker))
+    api.reset([Reply([tool_use("run_code", {"code": code})]), Reply([text("unused")])])
+    with LabKernel({**api.environment(), **SPARK_ENV}) as bare:
+        bare.run("%load_ext qloop_kernel")
+        subshell = bare.create_subshell()
+        agent = bare.execute("%%agent --new --approve auto\nStart Spark.", cell_id="spark-new")
+        stop = bare.wait_for_button("Stop", parent=agent, timeout=60)
+        ends = time.monotonic() + 180
+        while not marker.exists() and time.monotonic() < ends:  # the job runs its UDF
+            time.sleep(0.5)
+        assert marker.exists(), bare.text(agent)
+        bare.click(stop, subshell_id=subshell)
+        assert bare.complete(agent, 60)["content"]["status"] == "ok"
+        result = json.dumps(saved_record(bare, agent), ensure_ascii=False)
+        assert "the Spark jobs of the SparkContext the step started cancelled" in result, result
+        active = "print(list(spark.sparkContext.statusTracker().getActiveJobsIds()))"
+        ends = time.monotonic() + 15
+        while (jobs := bare.run(active).strip()) != "[]" and time.monotonic() < ends:
+            time.sleep(0.5)
+        assert jobs == "[]"  # the UDF sleeps 120 s: a job left running would still be active
+
+
 @pytest.fixture(scope="module")
 def lab(api: StandInAPI) -> Iterator[LabKernel]:
-    # The Python workers run the kernel's Python (pyarrow and all), not the first on PATH.
-    env = {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
-    with LabKernel({**api.environment(), **env}) as kernel:
+    with LabKernel({**api.environment(), **SPARK_ENV}) as kernel:
         kernel.run("%load_ext qloop_kernel")
         assert kernel.run(SESSION, timeout=180).strip().splitlines()[-1] == "mine"
         yield kernel

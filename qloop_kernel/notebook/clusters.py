@@ -33,7 +33,7 @@ from ..text import counted
 from .deadline import STOPPED, StepStopped
 
 T = TypeVar("T")
-CANCEL_WAIT_S = 5.0  # the longest a stopped step waits for its cluster work to be cancelled
+CANCEL_WAIT_S = 10.0  # the longest a stopped step waits for its cluster work to be cancelled
 COUNT_LIMIT = 100_000  # scheduler tasks walked to count what a cancel stops
 GROUP_PREFIX = "qloop-step-"
 _PROPERTIES = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
@@ -191,10 +191,16 @@ class ClusterStep:
         if not stopped:
             return []
         done = _off_main_thread(self._cancel, CANCEL_WAIT_S)
-        return done if done is not None else [f"cluster work not cancelled in {CANCEL_WAIT_S:g} s"]
+        if done is None:  # the cancel goes on in the background
+            return [f"cluster work still being cancelled after {CANCEL_WAIT_S:g} s"]
+        return done
 
     def _cancel(self) -> list[str]:
         notes: list[str] = []
+        _guarded(functools.partial(self._cancel_into, notes), notes, "cluster")
+        return [note for note in notes if note]
+
+    def _cancel_into(self, notes: list[str]) -> None:
         tasks = 0
         before = {id(client): keys for client, keys in self.futures}
         for client in _clients():  # clients the step connected count too: all their futures
@@ -211,7 +217,6 @@ class ClusterStep:
         elif not self.had_spark and (context := _spark_context()) is not None:
             _guarded(context.cancelAllJobs, notes, "Spark")  # a context the step started
             notes.append("the Spark jobs of the SparkContext the step started cancelled")
-        return [note for note in notes if note]
 
 
 def _guarded(action: Callable[[], T], notes: list[str], what: str) -> T | None:
@@ -232,12 +237,10 @@ def _off_main_thread(work: Callable[[], T], wait_s: float) -> T | None:
     result: list[T] = []
     worker = threading.Thread(target=lambda: result.append(work()), daemon=True)
     ends = time.monotonic() + wait_s
-    started = False
     while True:
         try:
-            if not started:
+            if worker.ident is None:  # not started yet
                 worker.start()
-                started = True
             while worker.is_alive() and time.monotonic() < ends:
                 worker.join(0.05)
             return result[0] if result else None
