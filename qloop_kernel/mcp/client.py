@@ -17,6 +17,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import IO, Any, Literal, TypeVar
 
 from .config import ServerConfig
@@ -152,7 +153,12 @@ class Connection:
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
         config = self.config
-        launcher = [sys.executable, "-m", "qloop_kernel.mcp.launch", str(os.getpid())]
+        # A script path, not -m: the server's environment has no PYTHONPATH to find the package by.
+        launcher = [
+            sys.executable,
+            str(Path(__file__).with_name("launch.py")),
+            str(self.kernel_pid),
+        ]
         params = StdioServerParameters(
             command=launcher[0],
             args=[*launcher[1:], config.command or "", *config.args],

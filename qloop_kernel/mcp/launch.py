@@ -1,5 +1,5 @@
-"""Starts a stdio MCP server that ends with the kernel: ``python -m qloop_kernel.mcp.launch PID
-COMMAND [ARGS...]``.
+"""Starts a stdio MCP server that ends with the kernel: ``python launch.py PID COMMAND [ARGS...]``
+(run as a script, standard library only).
 
 On Linux the server process is asked (``PR_SET_PDEATHSIG``, kept across ``exec``) to be killed
 when the process that started it dies, so a kernel that crashes or is killed on restart leaves no
@@ -27,7 +27,7 @@ def _die_with_parent() -> None:
 def main(argv: list[str]) -> None:
     """Exec ``argv[1:]`` after arranging to die with process ``argv[0]``."""
     if len(argv) < 2:
-        sys.exit("usage: python -m qloop_kernel.mcp.launch PID COMMAND [ARGS...]")
+        sys.exit("usage: python launch.py PID COMMAND [ARGS...]")
     _die_with_parent()
     if os.getppid() != int(argv[0]):  # the starter died before the request took effect
         sys.exit(1)
