@@ -28,7 +28,8 @@ HATCH_BUILD_NO_HOOKS=true .venv/bin/python -m pip install --disable-pip-version-
   --progress-bar off ".[data]" | progress
 echo "      done after $((SECONDS - started)) s"
 echo "[3/3] replaying notebooks/demo.ipynb without a model (the shipped records are not signed by you:"
-echo "      --replay-received allows them; read them first with: .venv/bin/qloop show notebooks/demo.ipynb)"
+echo "      --replay-received allows them, under the policy --approve auto; read them first with:"
+echo "      .venv/bin/qloop show notebooks/demo.ipynb)"
 env -u ANTHROPIC_API_KEY .venv/bin/qloop run notebooks/demo.ipynb --approve auto --replay-received -o notebooks/demo.executed.ipynb
 .venv/bin/qloop show notebooks/demo.executed.ipynb
 echo "done after $((SECONDS - started)) s"
