@@ -460,3 +460,44 @@ def test_a_missing_sdk_is_named_with_the_install_line() -> None:
     assert describe_error(missing) == (
         "the mcp package is not installed: pip install 'qloop-kernel[mcp]'"
     )
+
+
+# --- %agent mcp -----------------------------------------------------------------------------------
+
+
+def test_agent_mcp_add_takes_stdio_and_http_servers_and_shows_secrets_by_name(
+    servers: McpServers, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from types import SimpleNamespace
+
+    from IPython.core.error import UsageError
+
+    from qloop_kernel.notebook.mcp import listing, mcp_command
+
+    magics = SimpleNamespace(agent=SimpleNamespace(mcp=servers))
+    mcp_command(magics, ["add", "files", "--", "npx", "-y", "server-files", "."])
+    token = "Bearer hdr-secret-0123456789abcdef"
+    words = [
+        "add",
+        "web",
+        "--url",
+        "http://127.0.0.1:9/mcp",
+        "--header",
+        *f"Authorization={token}".split(),
+    ]
+    mcp_command(magics, [*words, "--header", "X-Team=data"])  # as %agent splits the line
+    printed = capsys.readouterr().out
+    assert "MCP server 'files' added: npx -y server-files ." in printed
+    assert "http://127.0.0.1:9/mcp (headers: Authorization, X-Team)" in printed
+    assert servers.added["web"].config.headers == {"Authorization": token, "X-Team": "data"}
+    shown = listing(servers)
+    assert "files (notebook: this notebook): not started" in shown
+    assert "hdr-secret" not in printed + shown
+    with pytest.raises(UsageError, match="usage"):
+        mcp_command(magics, ["add", "x", "--url"])
+    with pytest.raises(UsageError, match="--header K=V"):
+        mcp_command(magics, ["add", "x", "--url", "http://127.0.0.1:9/mcp", "--header", "novalue"])
+    with pytest.raises(UsageError, match="no MCP server named 'nope'"):
+        mcp_command(magics, ["trust", "nope"])
+    mcp_command(magics, ["remove", "files"])
+    assert "files" not in servers.configured()

@@ -78,12 +78,22 @@ def _add(servers: Any, name: str, spec: list[str]) -> None:
 
 
 def _headers(words: list[str]) -> dict[str, str]:
-    headers: dict[str, str] = {}
-    for flag, value in zip(words[::2], [*words[1::2], ""], strict=True):
-        if flag != "--header" or "=" not in value:
+    """``--header K=V`` pairs; a value runs to the next ``--header`` (``Authorization=Bearer
+    TOKEN`` arrives as two words)."""
+    values: list[list[str]] = []
+    for word in words:
+        if word == "--header":
+            values.append([])
+        elif values:
+            values[-1].append(word)
+        else:
             raise UsageError("%agent mcp add NAME --url URL [--header K=V ...]")
-        key, _, text = value.partition("=")
-        headers[key] = text
+    headers: dict[str, str] = {}
+    for parts in values:
+        key, sign, text = " ".join(parts).partition("=")
+        if not sign or not key.strip():
+            raise UsageError("%agent mcp add NAME --url URL [--header K=V ...]")
+        headers[key.strip()] = text
     return headers
 
 
