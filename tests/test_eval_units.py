@@ -209,6 +209,8 @@ def test_compare_says_which_differences_exceed_the_noise(
     assert rows["hard"]["verdict"] == "B better, within noise" and rows["hard"]["p"] == 1.0
     assert rows["same"]["verdict"] == "same"
     assert rows["overall"]["a"] == "17/30" and rows["overall"]["b"] == "8/30"
+    assert a["overall"]["model_calls"] == 60 and isinstance(a["overall"]["model_calls"], int)
+    assert a["overall"]["cost_usd"] == pytest.approx(0.3)
     paths = []
     for name, data in (("a.json", a), ("b.json", b)):
         (tmp_path / name).write_text(json.dumps(data))

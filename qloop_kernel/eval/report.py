@@ -31,7 +31,8 @@ def _aggregate(results: list[dict[str, Any]]) -> dict[str, Any]:
         "errors": sum(r["status"] == "error" for r in results),
     }  # fmt: skip
     for name in SUMS:
-        summary[name] = round(sum(float(r.get(name) or 0) for r in results), 6)
+        total = sum(float(r.get(name) or 0) for r in results)
+        summary[name] = round(total, 6) if name in ("cost_usd", "wall_s") else int(total)
     return summary
 
 
