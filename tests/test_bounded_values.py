@@ -28,7 +28,7 @@ from qloop_kernel.notebook.undo import NotMeasured, UndoLog, measure
 from qloop_kernel.tools import fingerprint as fp
 from qloop_kernel.tools.fingerprint import HASH_COLUMNS, changes, fingerprint
 from qloop_kernel.tools.namespace import inspect_variable, list_variables
-from qloop_kernel.tools.summaries import common
+from qloop_kernel.tools.summaries import bounded_repr, common
 from qloop_kernel.tools.summaries.numpy import PAGE_RUN_BYTES, PAGE_RUNS
 
 
@@ -227,6 +227,54 @@ def test_stop_ends_a_blocking_inspection() -> None:
     assert time.monotonic() - started < 1.0
     after_handler, after_timer = alarm_state()
     assert after_handler is handler and (after_timer <= timer if timer else after_timer == 0)
+
+
+class Sleeper:
+    """An object of the notebook whose __repr__ blocks for 30 s and swallows nothing."""
+
+    __module__ = "__main__"
+
+    def __repr__(self) -> str:
+        time.sleep(30)
+        return "late"
+
+
+def test_the_stop_button_ends_a_blocking_repr_before_its_cut_off() -> None:
+    """Stop fires the step's timer from another thread: the repr's own limit hands the alarm on."""
+    from qloop_kernel.notebook.deadline import STOPPED, limit, stop_now
+
+    handler = alarm_state()[0]
+    with limit(float("inf"), STOPPED) as entry:
+        assert entry is not None
+        threading.Timer(0.3, stop_now, args=(entry,)).start()
+        started = time.monotonic()
+        text = inspect_variable({"slow": Sleeper()}, "slow")
+        took = time.monotonic() - started
+    assert took < 0.9, f"{took:.2f} s: the Stop waited for the repr's own cut-off"
+    assert f"repr() raised StepStopped: {STOPPED}" in text
+    assert alarm_state()[0] is handler
+
+
+class BlockingList(list[int]):
+    """A list subclass whose own __iter__ and __len__ block: only list's own methods are used."""
+
+    def __iter__(self) -> Any:
+        time.sleep(30)
+        return iter([])
+
+    def __len__(self) -> int:
+        time.sleep(30)
+        return 0
+
+
+def test_container_subclasses_are_read_through_the_builtin_methods() -> None:
+    value = BlockingList([1, 2, 3])
+    started = time.monotonic()
+    assert bounded_repr(value) == "BlockingList([1, 2, 3])"
+    assert fingerprint(value).length == 3 and fingerprint({"v": value}).hash
+    assert fingerprint(value).hash != fingerprint(BlockingList([1, 2, 4])).hash
+    assert measure({"v": value}).host > 0
+    assert time.monotonic() - started < 1
 
 
 # -- file-backed arrays ------------------------------------------------------------------------------

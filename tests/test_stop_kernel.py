@@ -18,11 +18,11 @@ from tests.kernel_client import LabKernel
 pytestmark = pytest.mark.kernel
 SLOW_REPR = """
 import time
-class Slow:
-    def __repr__(self):
+class Slow(list):  # a repr() alone is cut off after 1 s; iterating a list is not
+    def __iter__(self):
         time.sleep(30)
-        return 'slow'
-slow = Slow()
+        return iter([])
+slow = Slow([1])
 """
 
 

@@ -34,6 +34,7 @@ from ..tools.fingerprint import (
     OutOfTime,
     TimeLimit,
     ValuePrint,
+    builtin_base,
     change_lines,
     changes,
     fingerprint,
@@ -156,7 +157,7 @@ _PLAIN_TYPES = frozenset({
 def _big_container(item: object, room: int) -> bool:
     """A container with more items than ``room``: known without listing what it holds."""
     if isinstance(item, list | tuple | dict | set | frozenset | deque):
-        return len(item) > room
+        return int(builtin_base(item).__len__(item)) > room  # a subclass's __len__ is not run
     return False
 
 

@@ -336,10 +336,29 @@ def _lazy_print(value: Any) -> ValuePrint:
 _CONTAINERS = (list, tuple, set, frozenset, deque)
 
 
+_SCALAR_TYPES = (str, bytes, int, float, complex, bool, type(None))
+
+
+def builtin_base(item: Any) -> Any:
+    """The built-in container class ``item`` is an instance of (its subclass's methods, which
+    may block or compute, are never called: the base class's are)."""
+    return next(base for base in (dict, *_CONTAINERS) if isinstance(item, base))
+
+
+def _length(item: Any) -> int:
+    return int(builtin_base(item).__len__(item))
+
+
 def _container_items(item: Any) -> list[Any]:
     """At most WALK_NODES items of a container, in a stable order (sets by the repr of items)."""
-    first = list(islice(item, WALK_NODES))
-    return sorted(first, key=repr) if isinstance(item, set | frozenset) else first
+    first = list(islice(builtin_base(item).__iter__(item), WALK_NODES))
+    if isinstance(item, set | frozenset):
+        return sorted(first, key=_order_key)
+    return first
+
+
+def _order_key(item: object) -> str:
+    return repr(item) if isinstance(item, _SCALAR_TYPES) else qualified_name(type(item))
 
 
 def _walk_digest(value: object, limit: TimeLimit | None = None) -> tuple[str, bool]:
@@ -357,11 +376,11 @@ def _walk_digest(value: object, limit: TimeLimit | None = None) -> tuple[str, bo
         if limit is not None and not seen % CHECK_EVERY:
             limit.check()
         if isinstance(item, dict):
-            hasher.update(b"{%d" % len(item))
-            for key, inner in islice(item.items(), WALK_NODES):
+            hasher.update(b"{%d" % _length(item))
+            for key, inner in islice(dict.items(item), WALK_NODES):
                 stack.extend((inner, key))
         elif isinstance(item, _CONTAINERS):
-            hasher.update(b"[%d" % len(item))
+            hasher.update(b"[%d" % _length(item))
             stack.extend(reversed(_container_items(item)))
         elif isinstance(item, str | bytes | int | float | complex | bool | type(None)):
             hasher.update(repr(item)[: 2 * HASH_BYTES].encode("utf-8", "replace"))
@@ -384,7 +403,7 @@ def _plain_print(value: object, limit: TimeLimit) -> ValuePrint:
         return ValuePrint(kind, length=len(value), value=shown, hash=_digest(ends))
     if isinstance(value, (dict, *_CONTAINERS)):
         hashed, cut = _walk_digest(value, limit)
-        return ValuePrint(kind, length=len(value), hash=hashed, identity=id(value), sampled=cut)
+        return ValuePrint(kind, length=_length(value), hash=hashed, identity=id(value), sampled=cut)
     return _object_print(value, limit)
 
 
@@ -413,7 +432,7 @@ def _kind_of(value: object) -> str:
     if isinstance(value, (*_SCALARS, str)):
         return repr(value)[:200]
     if isinstance(value, (dict, *_CONTAINERS)):
-        return f"{qualified_name(type(value))} len {len(value)}"
+        return f"{qualified_name(type(value))} len {_length(value)}"
     return f"{qualified_name(type(value))} {shape_of(value)}"
 
 
@@ -454,7 +473,7 @@ def fingerprint(value: object, seconds: float | None = None) -> ValuePrint:
 def _untracked(value: object) -> ValuePrint:
     """The print of a value whose content took too long to read: what its metadata says."""
     shape = shape_of(value)
-    length = len(value) if isinstance(value, (dict, *_CONTAINERS, str, bytes)) else None
+    length = _length(value) if isinstance(value, (dict, *_CONTAINERS)) else None
     columns: tuple[tuple[str, str], ...] = ()
     dtype = ""
     try:

@@ -126,9 +126,10 @@ def _can_alarm() -> bool:
 def time_limit(seconds: float) -> Iterator[None]:
     """Raise TookTooLong in the block once it has run ``seconds`` (wall clock), via SIGALRM.
 
-    The previous SIGALRM handler and timer are put back afterwards (an enclosing limit keeps what
-    is left of its time). Outside the main thread, or where signals cannot be used, the block runs
-    without a limit. A KeyboardInterrupt (Stop) goes through as usual.
+    The one SIGALRM timer is shared with an enclosing limit (a step's time limit, the Stop
+    button): an alarm that is not this block's goes to the previous handler, and afterwards the
+    previous handler and what is left of the enclosing timer are put back. Outside the main
+    thread, or where signals cannot be used, the block runs without a limit.
     """
     if not _can_alarm():
         yield
@@ -138,23 +139,28 @@ def time_limit(seconds: float) -> Iterator[None]:
         yield  # the enclosing limit ends first
         return
     started = time.monotonic()
-    armed = [True]
+    deadline = started + seconds
+    state = {"armed": True, "handed_on": False}
 
-    def _raise(signum: int, frame: Any) -> None:
-        if armed[0]:
+    def _alarm(signum: int, frame: Any) -> None:
+        if state["armed"] and time.monotonic() >= deadline - 0.001:
             raise TookTooLong(seconds)
+        if callable(previous):  # not this block's alarm: Stop, or the enclosing limit
+            state["handed_on"] = True
+            previous(signum, frame)
 
-    previous = signal.signal(signal.SIGALRM, _raise)
+    previous = signal.signal(signal.SIGALRM, _alarm)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         yield
     finally:
-        armed[0] = False
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        state["armed"] = False
+        if not state["handed_on"]:  # else the enclosing handler has set the timer its own way
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            if outer_left:
+                left = outer_left - (time.monotonic() - started)
+                signal.setitimer(signal.ITIMER_REAL, max(left, 0.001))
         signal.signal(signal.SIGALRM, signal.SIG_DFL if previous is None else previous)
-        if outer_left:
-            left = outer_left - (time.monotonic() - started)
-            signal.setitimer(signal.ITIMER_REAL, max(left, 0.001))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -101,18 +101,35 @@ def _array_placeholder(obj: object) -> str | None:
     return f"<{qualified_name(type(obj))} shape {format_shape(shape)}{dtype_text}>"
 
 
+_BUILTINS = (dict, list, deque, tuple, set, frozenset)
+
+
+def _base(obj: object) -> Any:
+    """The built-in class of a container: its methods are used, never a subclass's (which may
+    block, compute or load)."""
+    return next((base for base in _BUILTINS if isinstance(obj, base)), type(obj))
+
+
+def _size(obj: Any) -> int:
+    return int(_base(obj).__len__(obj))
+
+
 def _container_shape(obj: object) -> tuple[str, str, Iterable[Any], str | None] | None:
     """Brackets, items and key separator (None: plain items) of a container rendered piecewise."""
     if isinstance(obj, dict):
-        return "{", "}", obj.items(), ": "
+        return "{", "}", dict.items(obj), ": "
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        return f"{type(obj).__name__}(", ")", zip(obj._fields, obj, strict=True), "="
-    if isinstance(obj, (list, deque)):
-        return "[", "]", obj, None
+        return (
+            f"{type(obj).__name__}(",
+            ")",
+            zip(obj._fields, tuple.__iter__(obj), strict=True),
+            "=",
+        )
+    if isinstance(obj, (list, deque, set, frozenset)):
+        left, right = ("[", "]") if isinstance(obj, (list, deque)) else ("{", "}")
+        return left, right, _base(obj).__iter__(obj), None
     if isinstance(obj, tuple):
-        return "(", ",)" if len(obj) == 1 else ")", obj, None
-    if isinstance(obj, (set, frozenset)):
-        return "{", "}", obj, None
+        return "(", ",)" if _size(obj) == 1 else ")", tuple.__iter__(obj), None
     if isinstance(obj, DICT_VIEWS):
         return "[", "]", obj, None
     return None
@@ -123,14 +140,14 @@ def _render_container(obj: Any, depth: int, limit: int) -> str | None:
     if container is None:
         return None
     left, right, items, separator = container
-    if not len(obj):
+    if not _size(obj):
         return (
             f"{type(obj).__name__}()" if isinstance(obj, AbstractSet) else _wrap(obj, left + right)
         )
     if depth >= REPR_DEPTH:
         return _wrap(obj, f"{left}...{right}")
     parts = _render_items(items, separator, depth, limit)
-    rest = len(obj) - len(parts)
+    rest = _size(obj) - len(parts)
     more = f", ... (+{rest:,} more)" if rest else ""
     return _wrap(obj, left + ", ".join(parts) + more + right)
 
