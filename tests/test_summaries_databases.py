@@ -233,6 +233,25 @@ def test_sqlalchemy_engine_and_connection_over_sqlite(tmp_path: Path) -> None:
     engine.dispose()
 
 
+def test_an_engine_sharing_the_users_open_transaction_is_not_read() -> None:
+    """sqlite's in-memory engines keep one connection: rolling back ours would roll back yours."""
+    sqlalchemy = pytest.importorskip("sqlalchemy")
+    engine = sqlalchemy.create_engine("sqlite://")
+    with engine.begin() as setup:
+        setup.exec_driver_sql("CREATE TABLE t (x INTEGER)")
+    assert "main.t  table" in inspect_variable({"engine": engine}, "engine")
+    user = engine.connect()
+    user.exec_driver_sql("INSERT INTO t VALUES (1)")  # not committed
+    text = inspect_variable({"engine": engine}, "engine")
+    assert "Catalog not read (SharedTransaction: the engine's connection is shared" in text
+    with pytest.raises(databases.SharedTransaction):
+        inspect_variable({"engine": engine}, "engine.t")
+    assert "x\n1" in inspect_variable({"user": user}, "user.t")  # through the user's connection
+    assert user.exec_driver_sql("SELECT count(*) FROM t").scalar() == 1  # the row is still there
+    user.close()
+    engine.dispose()
+
+
 def test_other_dialects_are_read_through_the_inspector(tmp_path: Path) -> None:
     """A dialect without catalog SQL here: tables, views and columns from SQLAlchemy's inspector."""
     sqlalchemy = pytest.importorskip("sqlalchemy")

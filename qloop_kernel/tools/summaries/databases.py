@@ -123,6 +123,10 @@ class DatabaseTable:
     relation: Relation
 
 
+class SharedTransaction(Exception):
+    """Reading would roll back the user's open transaction on a connection the pool shares."""
+
+
 class QueryTimeout(Exception):
     """A catalog or head query ran past QUERY_TIME_S and was cut off."""
 
@@ -262,8 +266,14 @@ def _sqlalchemy_session(obj: Any) -> Iterator[Source]:
     dialect = engine.dialect.name
     with contextlib.ExitStack() as stack:
         conn = obj if engine is not obj else stack.enter_context(engine.connect())
+        nested = conn.in_transaction()
+        if not nested and getattr(conn.connection.dbapi_connection, "in_transaction", False):
+            raise SharedTransaction(
+                "the engine's connection is shared with one of yours that is inside an open "
+                "transaction (a sqlite pool keeps one connection); inspect that connection instead"
+            )
         # A transaction of its own (a savepoint inside the user's), always rolled back.
-        transaction = conn.begin_nested() if conn.in_transaction() else conn.begin()
+        transaction = conn.begin_nested() if nested else conn.begin()
         stack.callback(transaction.rollback)
         if dialect == "postgresql":
             conn.exec_driver_sql(f"SET LOCAL statement_timeout = {int(QUERY_TIME_S * 1000)}")
