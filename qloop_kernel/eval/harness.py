@@ -10,6 +10,7 @@ agent records that the runner keeps in the cells' metadata.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import copy
 import os
 import signal
@@ -96,11 +97,12 @@ class EvalClient(AgentNotebookClient):
                 )
 
     def interrupt(self) -> None:
-        """Interrupt the kernel from another thread (Ctrl-C during a parallel run)."""
+        """Stop the kernel's work from another thread (Ctrl-C during a run): interrupt a kernel
+        running cells; end one still starting (it has no SIGINT handler yet)."""
         provisioner = getattr(getattr(self, "km", None), "provisioner", None)
         pid = getattr(provisioner, "pid", None)
         if pid:
-            os.kill(pid, signal.SIGINT)
+            os.kill(pid, signal.SIGINT if self.cell_index is not None else signal.SIGTERM)
 
 
 def _answer(saved: Any) -> str:
@@ -182,6 +184,8 @@ def run_trial(
             error = _error_line(client, exc)
         finally:
             kernel_s = time.perf_counter() - executing
+            # nbclient leaves its exit-time cleanup registered when the kernel failed to start.
+            atexit.unregister(client._cleanup_kernel)
             if running is not None:
                 running.pop(key, None)
     result = judge(task, trial, nb, error)
