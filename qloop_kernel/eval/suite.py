@@ -167,9 +167,3 @@ def _task_options(path: Path, meta: Any) -> dict[str, Any]:
 def _first_line(exc: Exception) -> str:
     text = str(exc).strip().splitlines()
     return text[0][:200] if text else type(exc).__name__
-
-
-def task_json(task: Task) -> dict[str, Any]:
-    """What a report says about a task."""
-    return {"id": task.id, "path": str(task.path), "prompts": task.prompts,
-            "forbid_destructive": task.forbid_destructive}  # fmt: skip
