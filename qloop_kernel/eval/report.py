@@ -66,10 +66,11 @@ def _rate(summary: dict[str, Any]) -> str:
 COLUMNS = ("task", "passed [95%]", "calls", "tokens", "cost $", "wall s", "denied", "failed")
 
 
-def _row(name: str, s: dict[str, Any]) -> list[str]:
-    return [name, _rate(s), str(int(s["model_calls"])), str(int(s["tokens"])),
-            f"{s['cost_usd']:.4f}", f"{s['wall_s']:.1f}", str(int(s["denied_steps"])),
-            str(int(s["failed_steps"]))]  # fmt: skip
+def _row(name: str, summary: dict[str, Any]) -> list[str]:
+    counts = [int(summary[key]) for key in ("model_calls", "tokens")]
+    steps = [int(summary[key]) for key in ("denied_steps", "failed_steps")]
+    return [name, _rate(summary), *map(str, counts), f"{summary['cost_usd']:.4f}",
+            f"{summary['wall_s']:.1f}", *map(str, steps)]  # fmt: skip
 
 
 def table(report: dict[str, Any]) -> str:

@@ -334,7 +334,8 @@ def catalog(source: Source) -> list[Relation]:
     relations_sql, columns_sql = CATALOG_SQL[source.dialect]
     _, rows = source.run(relations_sql.format(limit=MAX_RELATIONS + 1), ())
     relations = {
-        (str(s), str(n)): Relation(str(s), str(n), str(k), _count(r)) for s, n, k, r in rows
+        (str(schema), str(name)): Relation(str(schema), str(name), str(kind), _count(estimate))
+        for schema, name, kind, estimate in rows
     }
     _, columns = source.run(columns_sql.format(limit=MAX_CATALOG_COLUMNS), ())
     for schema, name, column, dtype in columns:
