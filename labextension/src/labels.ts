@@ -78,7 +78,9 @@ export function egressKindLabel(
     prompt: trans.__('prompt'),
     history: trans.__('history'),
     tool: trans.__('tool result'),
+    rules: trans.__('rules file'),
     file: trans.__('file'),
+    cell: trans.__('cell'),
     unknown: trans.__('other')
   };
   return labels[kind];

@@ -48,7 +48,9 @@ export const KNOWN_EGRESS_KINDS = [
   'prompt',
   'history',
   'tool',
-  'file'
+  'rules',
+  'file',
+  'cell'
 ] as const;
 export type EgressKind = (typeof KNOWN_EGRESS_KINDS)[number] | 'unknown';
 
@@ -97,6 +99,37 @@ export interface IEgress {
   chars: number | null;
 }
 
+/** A rules file found for the turn: whose, its size as sent and whether it was used. */
+export interface IRulesFile {
+  path: string;
+  origin: 'user' | 'project' | 'unknown';
+  sha256: string;
+  chars: number | null;
+  status: string;
+}
+
+/** An item of `--with`: its kind, name and size as sent. */
+export interface IAttachment {
+  kind: string;
+  name: string;
+  sha256: string;
+  chars: number | null;
+  imageBytes: number | null;
+  note: string;
+}
+
+/** What the turn's first request held besides the prompt, and its estimated size and cost. */
+export interface ITurnContext {
+  systemChars: number | null;
+  rules: IRulesFile[];
+  attachments: IAttachment[];
+  tools: { name: string; chars: number | null }[];
+  historyMessages: number | null;
+  estimatedTokens: number | null;
+  estimatedCostUsd: number | null;
+  estimateMethod: string;
+}
+
 /** Why the model refused, as the API reported it. */
 export interface IRefusal {
   category: string | null;
@@ -121,6 +154,8 @@ export interface ITurnRecord {
   received: boolean;
   egress: IEgress[];
   refusal: IRefusal | null;
+  /** What the first request held besides the prompt; null in records without it. */
+  context: ITurnContext | null;
 }
 
 /** The outcome of reading a record: the normalised turn or why it is unreadable. */
@@ -275,6 +310,48 @@ function readEgress(value: unknown): IEgress[] {
   }));
 }
 
+function text(value: unknown): string {
+  return typeof value === 'string' ? value : '';
+}
+
+function objects(value: unknown): JSONObject[] {
+  return Array.isArray(value) ? value.filter(isJSONObject) : [];
+}
+
+const RULES_ORIGINS = ['user', 'project'] as const;
+
+function readContext(value: unknown): ITurnContext | null {
+  if (!isJSONObject(value)) {
+    return null;
+  }
+  return {
+    systemChars: numberOrNull(value['system_chars']),
+    rules: objects(value['rules']).map(item => ({
+      path: text(item['path']),
+      origin: knownOr(item['origin'], RULES_ORIGINS),
+      sha256: text(item['sha256']),
+      chars: numberOrNull(item['chars']),
+      status: text(item['status'])
+    })),
+    attachments: objects(value['attachments']).map(item => ({
+      kind: text(item['kind']),
+      name: text(item['name']),
+      sha256: text(item['sha256']),
+      chars: numberOrNull(item['chars']),
+      imageBytes: numberOrNull(item['image_bytes']),
+      note: text(item['note'])
+    })),
+    tools: objects(value['tools']).map(item => ({
+      name: text(item['name']),
+      chars: numberOrNull(item['chars'])
+    })),
+    historyMessages: numberOrNull(value['history_messages']),
+    estimatedTokens: numberOrNull(value['estimated_tokens']),
+    estimatedCostUsd: numberOrNull(value['estimated_cost_usd']),
+    estimateMethod: text(value['estimate_method'])
+  };
+}
+
 function readRefusal(value: unknown): IRefusal | null {
   if (!isJSONObject(value)) {
     return null;
@@ -363,7 +440,8 @@ export function readRecord(
       approvalWaitS: numberOrNull(timings['approval_wait_s']),
       received: record['received'] === true,
       egress: readEgress(record['egress']),
-      refusal: readRefusal(record['refusal'])
+      refusal: readRefusal(record['refusal']),
+      context: readContext(record['context'])
     }
   };
 }

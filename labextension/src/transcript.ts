@@ -11,6 +11,7 @@ import { JSONObject } from '@lumino/coreutils';
 import { Widget } from '@lumino/widgets';
 
 import { ANSWER_BODY_CLASS } from './answer';
+import { contextLines } from './context';
 import { COPYABLE_DECISIONS, copyButton } from './copybutton';
 import {
   TRANSLATION_DOMAIN,
@@ -25,6 +26,7 @@ import {
   IImagePlaceholder,
   IRefusal,
   IToolCall,
+  ITurnContext,
   ITurnRecord,
   IVariableChange,
   TRANSCRIPT_MIME,
@@ -325,6 +327,19 @@ function egressSection(
   return node;
 }
 
+function contextSection(
+  context: ITurnContext,
+  trans: TranslationBundle
+): HTMLElement {
+  const node = section(trans.__('Context besides the prompt'), 'qloop-context');
+  const list = element('ul', 'qloop-context-list');
+  for (const line of contextLines(context, trans)) {
+    list.appendChild(element('li', 'qloop-context-item', line, trans));
+  }
+  node.appendChild(list);
+  return node;
+}
+
 /** Everything but the answer, top to bottom. */
 export function staticParts(
   record: ITurnRecord,
@@ -350,6 +365,9 @@ export function staticParts(
       calls.appendChild(toolCallCard(call, trans))
     );
     parts.push(calls);
+  }
+  if (record.context) {
+    parts.push(contextSection(record.context, trans));
   }
   if (record.egress.length > 0) {
     parts.push(egressSection(record.egress, trans));

@@ -144,7 +144,8 @@ describe('readRecord', () => {
         { kind: 'prompt', name: 'prompt', chars: 8 },
         { kind: 'history', name: 'cell 2', chars: 50 }
       ],
-      refusal: { category: 'cyber', explanation: 'Not allowed.' }
+      refusal: { category: 'cyber', explanation: 'Not allowed.' },
+      context: null
     });
   });
 

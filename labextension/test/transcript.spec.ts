@@ -342,3 +342,90 @@ describe('text helpers', () => {
     );
   });
 });
+
+describe('the context of a saved turn', () => {
+  const CONTEXT: JSONObject = {
+    system_chars: 2150,
+    rules: [
+      {
+        path: '/home/ada/.jupyter/qloop/rules.md',
+        origin: 'user',
+        sha256: 'aa',
+        chars: 120,
+        status: 'used'
+      },
+      {
+        path: '/work/proj/AGENTS\u202e.md',
+        origin: 'project',
+        sha256: 'bb',
+        chars: 0,
+        status: 'unapproved'
+      }
+    ],
+    attachments: [
+      { kind: 'table', name: 'sales.csv', sha256: 'cc', chars: 1834 },
+      {
+        kind: 'image',
+        name: 'plot.png',
+        sha256: 'dd',
+        chars: 0,
+        image_bytes: 20480,
+        note: 'PNG'
+      }
+    ],
+    tools: [
+      { name: 'run_code', chars: 400 },
+      { name: 'inspect_variable', chars: 350 }
+    ],
+    history_messages: 4,
+    estimated_tokens: 1873,
+    estimated_cost_usd: 0.003746,
+    estimate_method: 'about 4 characters a token'
+  };
+
+  it('lists rules, attachments, tools, history and the estimate', async () => {
+    const node = await render({
+      ...RECORD,
+      schema_version: 2,
+      context: CONTEXT,
+      egress: [
+        { kind: 'rules', name: 'AGENTS.md', chars: 120 },
+        { kind: 'cell', name: 'c-1', chars: 40 }
+      ]
+    });
+    expect(text(node, '.qloop-context-item')).toEqual([
+      'system prompt with rules: 2,150 chars',
+      'your rules /home/ada/.jupyter/qloop/rules.md · used · 120 chars',
+      'project rules /work/proj/AGENTS\\u202e.md · unapproved · 0 chars',
+      'attached table sales.csv · 1,834 chars',
+      'attached image plot.png · image, 20,480 bytes · PNG',
+      '2 tool definitions · 750 chars',
+      '4 earlier messages of the conversation',
+      'first request: about 1,873 tokens, $0.0037 uncached (about 4 characters a token)'
+    ]);
+    expect(text(node, '.qloop-egress-item')).toEqual([
+      'rules file AGENTS.md · 120 chars',
+      'cell c-1 · 40 chars'
+    ]);
+  });
+
+  it('is left out of records written before it existed', async () => {
+    const node = await render(RECORD);
+    expect(node.querySelector('.qloop-context')).toBeNull();
+  });
+
+  it('reads a mistyped context field by field', async () => {
+    const node = await render({
+      ...RECORD,
+      context: {
+        rules: 'AGENTS.md',
+        tools: [{ name: 7 }],
+        estimated_tokens: 'many'
+      }
+    });
+    expect(text(node, '.qloop-context-item')).toEqual([
+      'system prompt with rules: ? chars',
+      '1 tool definition · 0 chars'
+    ]);
+  });
+});
