@@ -22,7 +22,7 @@ pytestmark = pytest.mark.kernel
 
 CLUSTER = """
 from distributed import Client, LocalCluster
-cluster = LocalCluster(n_workers=2, threads_per_worker=4, processes=True, host="127.0.0.1",
+cluster = LocalCluster(n_workers=2, threads_per_worker=10, processes=True, host="127.0.0.1",
                        dashboard_address=None)
 client = Client(cluster)
 print(cluster.scheduler_address)
@@ -70,6 +70,15 @@ def scheduler_state(client: Any) -> dict[str, Any]:
     return dict(client.run_on_scheduler(read))
 
 
+def slow_tasks(client: Any) -> int:
+    """Tasks of SLOW_GATHER (its keys are named after ``slow``) the scheduler still holds."""
+
+    def read(dask_scheduler: Any) -> int:
+        return sum(str(key).startswith("slow-") for key in dask_scheduler.tasks)
+
+    return int(client.run_on_scheduler(read))
+
+
 def wait_until(check: Any, timeout: float, what: str) -> Any:
     ends = time.monotonic() + timeout
     while time.monotonic() < ends:
@@ -97,7 +106,7 @@ def test_stop_cancels_the_tasks_the_step_started(
     assert failed and "stopped with the Stop button" in failed[0], lab.text(agent)
     assert "7 dask tasks cancelled" in failed[0]
     # The variables the step bound hold cancelled futures; the kernel and the client still work
-    # (a worker thread already in slow() sleeps on: dask cannot interrupt it; a free one runs).
+    # (a worker thread already in slow() sleeps on: dask cannot interrupt it; free ones run).
     assert lab.run("print(total.status, {p.status for p in parts})").strip() == (
         "cancelled {'cancelled'}"
     )
@@ -110,7 +119,10 @@ def test_a_step_that_finishes_keeps_its_futures(
     code = "kept = client.submit(sum, [1, 2, 3])\nkept.result()"
     api.reset([Reply([tool_use("run_code", {"code": code})]), Reply([text("done")])])
     agent = lab.execute("%%agent --new --approve auto\nSum.", cell_id="dask-done")
-    assert lab.complete(agent, 60)["content"]["status"] == "ok"
+    try:
+        lab.complete(agent, 60)
+    except TimeoutError:
+        raise AssertionError(lab.text(agent) + lab.stderr(agent)) from None
     assert "cancelled" not in lab.text(agent)
     assert lab.run("print(kept.status, kept.result())").strip() == "finished 6"
 
@@ -146,3 +158,18 @@ def test_looking_at_cluster_data_runs_no_task(lab: LabKernel, watcher: Any) -> N
     # The count is sensitive: a computation on the cluster moves it.
     lab.run("lazy.compute()", timeout=60)
     assert scheduler_state(watcher)["transitions"] > after["transitions"]
+
+
+def test_a_kernel_interrupt_cancels_them_too(lab: LabKernel, api: StandInAPI, watcher: Any) -> None:
+    api.reset([Reply([tool_use("run_code", {"code": SLOW_GATHER})]), Reply([text("unused")])])
+    # Last in this module: jupyter_client signals the kernel's process group, and the
+    # LocalCluster's worker processes the kernel started are in it.
+    agent = lab.execute("%%agent --new --approve auto\nSum slowly.", cell_id="dask-interrupt")
+    wait_until(lambda: scheduler_state(watcher)["processing"] > 0, 60, "the tasks to run")
+    lab.interrupt()
+    try:
+        lab.complete(agent, 60)
+    except TimeoutError:
+        raise AssertionError(lab.text(agent) + lab.stderr(agent)) from None
+    wait_until(lambda: slow_tasks(watcher) == 0, 15, "the tasks to be released")
+    assert lab.run("print(total.status)").strip() == "cancelled"

@@ -35,6 +35,7 @@ from .deadline import STOPPED, StepStopped
 T = TypeVar("T")
 CANCEL_WAIT_S = 10.0  # the longest a stopped step waits for its cluster work to be cancelled
 COUNT_LIMIT = 100_000  # scheduler tasks walked to count what a cancel stops
+COUNT_WAIT_S = 2.0  # the longest the count waits for the scheduler before the cancel goes ahead
 GROUP_PREFIX = "qloop-step-"
 _PROPERTIES = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
 
@@ -66,8 +67,9 @@ def _pending(client: Any, keys: frozenset[Any]) -> list[Any]:
     return [k for k in keys if getattr(states.get(k), "status", None) == "pending"]
 
 
-def _unfinished_tasks(client: Any, keys: list[Any]) -> int:
-    """Tasks not yet computed that ``keys`` need, counted on the scheduler (nothing runs)."""
+def _unfinished_tasks(client: Any, keys: list[Any]) -> int | None:
+    """Tasks not yet computed that ``keys`` need, counted on the scheduler (nothing runs); None
+    when the scheduler does not answer (it may refuse ``run_on_scheduler``)."""
 
     # Nested, so that it is pickled by value: the scheduler need not have qloop_kernel.
     def count(dask_scheduler: Any, keys: list[Any], limit: int) -> int:
@@ -83,17 +85,21 @@ def _unfinished_tasks(client: Any, keys: list[Any]) -> int:
             stack.extend(dependency.key for dependency in task.dependencies)
         return len(seen)
 
-    return int(client.run_on_scheduler(count, keys=keys, limit=COUNT_LIMIT))
+    try:
+        return int(client.run_on_scheduler(count, keys=keys, limit=COUNT_LIMIT))
+    except Exception:
+        return None
 
 
 def _cancel_futures(client: Any, keys: list[Any]) -> int:
     """Cancel the futures of ``keys``; the number of tasks that stops (futures if unknown)."""
     from distributed import Future
 
-    try:
-        tasks = _unfinished_tasks(client, keys)
-    except Exception:  # a scheduler that refuses run_on_scheduler: count the futures
-        tasks = len(keys)
+    # A busy or distant scheduler must not hold up the cancel: the count waits COUNT_WAIT_S.
+    counted_tasks = _off_main_thread(
+        functools.partial(_unfinished_tasks, client, keys), COUNT_WAIT_S
+    )
+    tasks = counted_tasks if counted_tasks is not None else len(keys)
     # The step's own Future objects are held by its interrupted frames: new handles to the
     # same keys (bound to the client's existing state) are what client.cancel takes.
     client.cancel([Future(key, client) for key in keys], reason="the agent step was stopped")
