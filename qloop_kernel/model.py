@@ -355,6 +355,8 @@ class AnthropicModel:
             if self.provider != "anthropic" and exc.status_code in (401, 403):
                 return ModelError(_platform_auth_error(exc, self.provider))
             return _status_error(exc, model)
+        if isinstance(exc, sdk.APIConnectionError) and _cut_mid_stream(exc):
+            return _Transient(f"connection dropped: {_describe(exc)}")
         if isinstance(exc, sdk.APIConnectionError):
             where = _connection_note(str(self._client.base_url.host), os.environ)
             return _Transient(f"connection problem reaching {where}: {_describe(exc)}")
@@ -363,6 +365,13 @@ class AnthropicModel:
         # A malformed answer (invalid JSON, a missing field, an HTML page, a non-object tool
         # input) or any other SDK failure ends the turn with one clean line, never a traceback.
         return ModelError(f"the API's response could not be read: {_describe(exc)}")
+
+
+def _cut_mid_stream(exc: Exception) -> bool:
+    """Whether a connection error is a response cut off after it began (SDK 2.17 wraps the
+    transport's protocol or read error; earlier versions raised it bare)."""
+    cause = exc.__cause__
+    return cause is not None and type(cause).__name__ in ("RemoteProtocolError", "ReadError")
 
 
 def _status_error(exc: Any, model: str) -> Exception:

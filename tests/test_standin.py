@@ -327,10 +327,14 @@ def test_mid_stream_error_event_is_an_unretried_status_error(standin):
 def test_dropped_stream_raises_a_transport_error_without_retry(standin):
     standin.set_script([Reply("partial answer", stream_fault=DropConnection(4)), Reply("unused")])
 
-    with make_client(standin, max_retries=2) as sdk, pytest.raises(httpx2.TransportError) as raised:
+    dropped = (httpx2.TransportError, anthropic.APIConnectionError)
+    with make_client(standin, max_retries=2) as sdk, pytest.raises(dropped) as raised:
         stream_final(sdk)
 
-    assert isinstance(raised.value, httpx2.RemoteProtocolError)
+    # SDK 2.17 wraps the transport's error in APIConnectionError; earlier versions raised it bare.
+    error = raised.value
+    cause = error.__cause__ if isinstance(error, anthropic.APIConnectionError) else error
+    assert isinstance(cause, httpx2.RemoteProtocolError)
     assert len(standin.requests) == 1
 
 
