@@ -328,3 +328,19 @@ def test_interactively_a_received_record_gets_the_card_unless_the_policy_denies_
                         if w.get("description") == "Approve"]  # fmt: skip
             assert lab.run("print('y' in dir())") == "False\n"
         assert api.requests == []
+
+
+def test_qloop_run_leaves_the_callers_environment_as_it_was(
+    saved: Path, tmp_path: Path, env, capsys
+) -> None:
+    """The command line's policy and opt-ins reach the kernel only: a program that runs ``main``
+    in-process (a test suite, a scheduler) starts its next kernel with its own environment."""
+    with StandInAPI() as api:
+        env(api, received=True, folder=tmp_path)
+        before = dict(os.environ)
+        status, err = qloop_run(
+            saved, tmp_path / "out.ipynb", "--approve", "auto", "--replay-received",
+            "--continue-on-denied", capsys=capsys,
+        )  # fmt: skip
+    assert status == 0, err  # the opt-in reached the kernel: the received record replayed
+    assert dict(os.environ) == before

@@ -35,7 +35,6 @@ def _run(args: argparse.Namespace) -> int:
     nb = read_notebook(source)
     out = check_output(args.output or source.with_suffix(".executed.ipynb"))
     _check_kernel(args.kernel)
-    _opt_in(args)
     from .runner import AgentNotebookClient
 
     client = AgentNotebookClient(
@@ -45,7 +44,7 @@ def _run(args: argparse.Namespace) -> int:
         kernel_name=args.kernel,
         resources={"metadata": {"path": str(source.parent)}},
     )
-    status = _execute(client, args)
+    status = _execute(client, args, kernel_env(args))
     if status in (EXIT_KERNEL, EXIT_INTERRUPTED) and client.cell_index is None:
         return status  # the kernel never started: nothing ran, nothing is written
     target = out if status == EXIT_OK or not out.exists() else _failed_path(out)
@@ -58,23 +57,26 @@ def _run(args: argparse.Namespace) -> int:
     return status
 
 
-def _opt_in(args: argparse.Namespace) -> None:
-    """What the command line allows, in the environment the kernel inherits (a notebook cannot
-    set it)."""
+def kernel_env(args: argparse.Namespace) -> dict[str, str]:
+    """The kernel's environment: this process's plus what the command line allows (a notebook
+    cannot set it). This process's own environment is left as it was, so a caller that runs
+    ``main`` in-process does not pass one run's policy on to the next."""
     from ..notebook.replay import CONTINUE_ON_DENIED, RECEIVED_OPT_IN
 
+    env = dict(os.environ)
     if args.approve:
-        os.environ["QLOOP_APPROVAL"] = args.approve
+        env["QLOOP_APPROVAL"] = args.approve
     if args.replay_received:
-        os.environ[RECEIVED_OPT_IN] = "1"
+        env[RECEIVED_OPT_IN] = "1"
     if args.continue_on_denied:
-        os.environ[CONTINUE_ON_DENIED] = "1"
+        env[CONTINUE_ON_DENIED] = "1"
+    return env
 
 
-def _execute(client: Any, args: argparse.Namespace) -> int:
+def _execute(client: Any, args: argparse.Namespace, env: dict[str, str]) -> int:
     """Run the notebook; the exit code, with one line on stderr when it did not finish."""
     try:
-        client.execute()
+        client.execute(env=env)
     except Exception as exc:
         if client.interrupted:  # nbclient stopped the kernel on SIGINT/SIGTERM
             _fail(client, "interrupted")
