@@ -152,3 +152,29 @@ def _no_network_outside_loopback(blocked_attempts: BlockedAttempts) -> Iterator[
     attempts = blocked_attempts.take()
     if attempts:
         pytest.fail("network access outside loopback:\n" + "\n".join(attempts), pytrace=False)
+
+
+# -- every kernel a test starts inherits this process's environment: no test may change it ----------
+
+_WATCHED_ENV = ("QLOOP_", "ANTHROPIC_", "AWS_", "GOOGLE_", "CLOUD_ML_")
+
+
+def _watched_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k.startswith(_WATCHED_ENV)}
+
+
+@pytest.fixture(autouse=True)
+def _environment_left_as_found() -> Iterator[None]:
+    """Fail a test that leaves a setting in this process's environment (a policy set there reaches
+    every kernel the later tests start); monkeypatch restores what it set before this runs."""
+    before = _watched_env()
+    yield
+    after = _watched_env()
+    if after != before:
+        changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+        for name in changed:  # put it back, so one leak fails one test, not the rest of the run
+            if name in before:
+                os.environ[name] = before[name]
+            else:
+                os.environ.pop(name, None)
+        pytest.fail(f"the test left these in the environment: {', '.join(changed)}", pytrace=False)
