@@ -1,8 +1,9 @@
 """Settings: every user-settable default, written once, and how config and the environment set them.
 
-Sources, later ones winning: these defaults, traitlets config (``c.QloopAgent.model = ...``), the
-environment (``QLOOP_MODEL``, ``QLOOP_PROVIDER``, ``QLOOP_APPROVAL``, ``QLOOP_ASK_READ``,
-``QLOOP_PRICE``), ``%agent set``, a cell's options.
+Sources, later ones winning: these defaults, the environment (``QLOOP_MODEL``, ``QLOOP_PROVIDER``,
+``QLOOP_APPROVAL``, ``QLOOP_ASK_READ``, ``QLOOP_PRICE``), traitlets config
+(``c.QloopAgent.model = ...``, which names no price), ``%agent set``, a cell's options
+(``notebook/options.py``).
 """
 
 from __future__ import annotations

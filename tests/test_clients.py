@@ -231,7 +231,11 @@ def test_a_turn_whose_code_steps_were_all_denied_is_not_replayable(saved: Path) 
     assert record.model_copy(update={"tool_calls": []}).replayable  # an answer with no code
 
 
-def test_run_all_after_a_restart_asks_once_for_every_saved_agent_cell() -> None:
+@pytest.mark.parametrize(
+    "options", ["", " --provider anthropic --with x"], ids=["plain", "valued-options"]
+)
+def test_run_all_after_a_restart_asks_once_for_every_saved_agent_cell(options: str) -> None:
+    # Every valued option is read with its value (options.py), so the queued cell's prompt matches
     from tests.agent_outputs import saved_record
     from tests.kernel_client import LabKernel
 
@@ -241,7 +245,7 @@ def test_run_all_after_a_restart_asks_once_for_every_saved_agent_cell() -> None:
         Reply([tool_use("run_code", {"code": "z = y + 1"})]),
         Reply([text("z is 21")]),
     ]
-    cells = [("c1", "%%agent\nDouble x into y."), ("c2", "%%agent\nAdd one to y into z.")]
+    cells = [("c1", "%%agent\nDouble x into y."), ("c2", f"%%agent{options}\nAdd one to y into z.")]
     with StandInAPI(script) as api:
         with LabKernel({**api.environment(), "QLOOP_APPROVAL": "auto"}) as lab:
             lab.run("%load_ext qloop_kernel\nx = 10")

@@ -44,15 +44,15 @@ HELP = """\
                              list them; --clear [NAME ...]: make them (or all) visible again
 %agent mcp [add|remove|restart|trust|approve ...]
                              MCP servers whose tools the agent uses (docs/mcp.md)
-options: --approve {{{policies}}} --max-turns N --max-cost USD --max-tokens N
-         --timeout SECONDS --code-timeout SECONDS --model NAME --new (fresh conversation) --fresh (ignore the saved record)
-         --with PATH|VARIABLE|@CELL-ID (repeatable, or a comma list): attach a file (text, CSV or
-         Parquet head and schema, image), a variable's summary or a cell to the turn
-policies by risk class ({classes}): ask (a card per step; `%agent set ask_read off` runs
-  'read' steps without one), readonly ('read' steps run, the rest denied), write ('read' and
-  'write' run, the rest asks, or is denied headless), auto (everything runs), deny (nothing)
-defaults for every cell: %config QloopAgent.model = 'ID' (also approve, max_turns, max_cost,
-  max_tokens, timeout, code_timeout), or QLOOP_MODEL / QLOOP_APPROVAL in the environment
+options of %%agent and %agent TASK:
+{options}
+policies by risk class ({classes}):
+  ask (a card per step; `%agent set ask_read off` runs 'read' steps without one), readonly
+  ('read' steps run, the rest denied), write ('read' and 'write' run, the rest asks, or is denied
+  headless), auto (everything runs), deny (nothing)
+defaults for every cell: %config QloopAgent.model = 'ID', and the same for
+  {config};
+  or QLOOP_MODEL / QLOOP_PROVIDER / QLOOP_APPROVAL in the environment
 examples:
   %agent what's in df?                      a one-line task
   %%agent --approve write --max-cost 0.50   a cell task that may change data, within $0.50
@@ -62,16 +62,22 @@ examples:
   %agent private api_token                  the tools refuse to show api_token"""
 
 
-def _help(magics: Any, args: list[str]) -> None:
-    from ..permissions import POLICIES
+def help_text() -> str:
+    """``%agent help``: the sub-commands, then the options (from options.py), policies, defaults."""
     from ..settings import SETTABLE
     from ..tools.risk import RISKS
+    from .options import help_lines, setting_names
 
-    print(
-        HELP.format(
-            settable=", ".join(SETTABLE), policies=",".join(POLICIES), classes=", ".join(RISKS)
-        )
+    return HELP.format(
+        settable=", ".join(SETTABLE),
+        options="\n".join(help_lines()),
+        classes=", ".join(RISKS),
+        config=", ".join(name for name in setting_names() if name != "model"),
     )
+
+
+def _help(magics: Any, args: list[str]) -> None:
+    print(help_text())
 
 
 def _status(magics: Any, args: list[str]) -> None:

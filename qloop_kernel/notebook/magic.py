@@ -1,7 +1,8 @@
 """``%%agent`` and ``%agent``: parse options, hand the turn to the kernel's agent, show settings/status.
 
-Defaults come from traitlets config (``c.QloopAgent.model = ...``) and the environment (``QLOOP_MODEL``,
-``QLOOP_APPROVAL``, ``QLOOP_PRICE``); a cell's options override them for one turn.
+Defaults come from the environment (``QLOOP_MODEL``, ``QLOOP_APPROVAL``, ``QLOOP_PRICE``) and
+traitlets config (``c.QloopAgent.model = ...``, which wins over the environment); a cell's options
+(``options.py``) override them for one turn.
 """
 
 from __future__ import annotations
@@ -14,86 +15,25 @@ from typing import Any, NoReturn
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
-from traitlets import Dict, Enum, Float, Int, Unicode
 from traitlets.config import Configurable
 
-from ..names import POLICIES, PROVIDERS  # the load imports nothing heavier (names.py)
+from . import options  # the load imports nothing heavier (options.py, names.py)
+
+QloopAgent = options.config_class()  # a trait per option that sets a default (options.py)
 
 
-class QloopAgent(Configurable):
-    """Defaults for agent cells (set in ipython_config.py / ipython_kernel_config.py).
-
-    Unset traits are None: the built-in defaults live in ``qloop_kernel.settings`` only.
-    """
-
-    model = Unicode(None, allow_none=True, help="Model id (else QLOOP_MODEL or the default).").tag(
-        config=True
-    )
-    provider = Enum(
-        list(PROVIDERS),
-        None,
-        allow_none=True,
-        help="Model platform (else QLOOP_PROVIDER, else anthropic); see docs/providers.md.",
-    ).tag(config=True)
-    approve = Enum(
-        list(POLICIES),
-        None,
-        allow_none=True,
-        help="Approval policy (else QLOOP_APPROVAL or by context).",
-    ).tag(config=True)
-    max_turns = Int(None, allow_none=True, help="Model calls per cell turn.").tag(config=True)
-    max_cost = Float(None, allow_none=True, help="USD budget per cell turn.").tag(config=True)
-    max_tokens = Int(None, allow_none=True, help="Token budget per cell turn.").tag(config=True)
-    timeout = Float(
-        None, allow_none=True, help="Seconds per cell turn, approval waits excluded."
-    ).tag(config=True)
-    code_timeout = Float(None, allow_none=True, help="Seconds per run_code call.").tag(config=True)
-    mcp_servers = Dict(help="MCP servers, as in .mcp.json's mcpServers (docs/mcp.md).").tag(
-        config=True
-    )
+def _usage_error(message: str) -> NoReturn:
+    raise UsageError(f"%%agent: {message}. Options: see `%agent help`")
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"%%agent: {message}. Options: see `%agent help`")
+def _parser() -> argparse.ArgumentParser:
+    return options.parser(on_error=_usage_error)
 
 
-def _parser() -> _Parser:
-    parser = _Parser(prog="%%agent", add_help=False)
-    parser.add_argument("--approve", choices=POLICIES)
-    parser.add_argument("--max-turns", type=int)
-    parser.add_argument("--max-cost", type=float)
-    parser.add_argument("--max-tokens", type=int)
-    parser.add_argument("--timeout", type=float)
-    parser.add_argument("--code-timeout", type=float)
-    parser.add_argument("--model")
-    parser.add_argument("--provider", type=str.lower, choices=PROVIDERS)
-    parser.add_argument("--new", action="store_true")
-    parser.add_argument("--fresh", action="store_true")
-    parser.add_argument("--with", dest="attach", action="append", default=[])
-    return parser
+split_options = options.split_options  # the public name tests and callers use
 
 
-_WORD = re.compile(r"(\S+)\s*(.*)", re.DOTALL)
-
-
-def split_options(line: str) -> tuple[list[str], str]:
-    """Leading ``--options`` and the rest of the line verbatim (a prompt may hold quotes)."""
-    with_value = {
-        a for action in _parser()._actions if action.nargs is None for a in action.option_strings
-    }
-    options: list[str] = []
-    rest = line.strip()
-    while rest.startswith("--"):
-        word, rest = _WORD.match(rest).groups()  # type: ignore[union-attr]
-        options.append(word)
-        if word in with_value and rest:
-            value, rest = _WORD.match(rest).groups()  # type: ignore[union-attr]
-            options.append(value)
-    return options, rest
-
-
-def base_settings(config: QloopAgent) -> Any:
+def base_settings(config: Configurable) -> Any:
     """Settings from config and environment."""
     from ..settings import SettingsError, settings_from
 
@@ -174,8 +114,8 @@ class AgentMagics(Magics):
         return tools | set(SETTABLE) | set(RISKS) | set(SCOPES) | set(_commands()) | _VALUE_WORDS
 
     def _parse(self, line: str) -> tuple[argparse.Namespace, str]:
-        options, prompt = split_options(line)
-        return _parser().parse_args(options), prompt
+        words, prompt = options.split_options(line)
+        return _parser().parse_args(words), prompt
 
     def _run(self, args: argparse.Namespace, prompt: str) -> None:
         from pydantic import ValidationError
@@ -186,11 +126,10 @@ class AgentMagics(Magics):
             raise UsageError(
                 "%%agent: the task is empty: write what the agent should do in the cell"
             )
-        # Option names are Settings field names; options not given keep the session's settings.
+        # Options not given keep the session's settings.
+        given = vars(args)
         overrides = {
-            k: v
-            for k, v in vars(args).items()
-            if v is not None and k not in ("fresh", "new", "attach")
+            name: given[name] for name in options.setting_names() if given[name] is not None
         }
         try:
             settings = self.agent.manager.settings.updated(**overrides)
@@ -198,13 +137,13 @@ class AgentMagics(Magics):
             raise UsageError(f"%%agent: {_first_error(exc)}") from None
         from ..attachments import split_items
 
-        options = CellOptions(
+        cell_options = CellOptions(
             settings=settings,
             fresh=args.fresh,
             new=args.new,
             attach=tuple(split_items(args.attach)),
         )
-        self.agent.run_cell(prompt, options)
+        self.agent.run_cell(prompt, cell_options)
 
 
 _VALUE_WORDS = {"all", "on", "off", "none", "true", "false", "--clear"}

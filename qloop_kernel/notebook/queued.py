@@ -14,21 +14,15 @@ from dataclasses import dataclass
 from typing import Any
 
 QUEUE_WAIT_S = 0.3  # Run All sends its requests at once: they are in the socket by then
-# The %%agent options that take a value (the rest are flags); magic.py's parser has the same.
-VALUED_OPTIONS = {"--approve", "--max-turns", "--max-cost", "--max-tokens", "--timeout",
-                  "--code-timeout", "--model"}  # fmt: skip
 
 
 def agent_prompt(code: str) -> tuple[list[str], str]:
     """The options and the prompt of a ``%%agent`` cell's source, as the magic reads them."""
+    from .options import split_options
+
     first, _, body = code.lstrip().partition("\n")
-    words = first[len("%%agent") :].split()
-    options: list[str] = []
-    while words and words[0].startswith("--"):
-        taken = 2 if words[0] in VALUED_OPTIONS else 1
-        options += words[:taken]
-        words = words[taken:]
-    return options, (" ".join(words) + "\n" + body).strip()
+    words, rest = split_options(first[len("%%agent") :])
+    return words, (rest + "\n" + body).strip()
 
 
 @dataclass(frozen=True)
