@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from .errors import QloopError
 from .messages import Block
 from .redact import redact_text
 from .text import truncate
@@ -45,7 +46,7 @@ IMAGE_TYPES = {
 Kind = Literal["file", "table", "image", "variable", "cell"]
 
 
-class AttachmentError(ValueError):
+class AttachmentError(QloopError, ValueError):
     """An item of ``--with`` that cannot be attached; the message says which and why."""
 
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
+from .errors import QloopError
 from .messages import now_iso
 from .redact import redact_text
 
@@ -53,7 +54,7 @@ Origin = Literal["user", "project"]
 Status = Literal["used", "cut", "unapproved", "changed", "declined", "off", "unreadable", "no room"]
 
 
-class RulesError(ValueError):
+class RulesError(QloopError, ValueError):
     """A rules setting or file that cannot be used; the message says which and why."""
 
 

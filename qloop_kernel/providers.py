@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from .errors import QloopError
 from .names import DEFAULT_PROVIDER as DEFAULT_PROVIDER  # their home is names.py
 from .names import PROVIDERS as PROVIDERS
 from .names import ProviderName as ProviderName
@@ -61,7 +62,7 @@ CREDENTIAL_SOURCES: dict[ProviderName, str] = {
 }
 
 
-class ProviderError(ValueError):
+class ProviderError(QloopError, ValueError):
     """A platform cannot be used as configured; the message is one line naming what to set."""
 
 

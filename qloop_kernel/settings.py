@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .errors import UnknownModelPrice
+from .errors import QloopError, UnknownModelPrice
 from .loop import Limits
 from .permissions import POLICIES, Policy
 from .pricing import Price, platform_price, price_figures
@@ -130,7 +130,7 @@ _BOOLEAN_WORDS = {"1": True, "true": True, "yes": True, "on": True,
                   "0": False, "false": False, "no": False, "off": False}  # fmt: skip
 
 
-class SettingsError(ValueError):
+class SettingsError(QloopError, ValueError):
     """A setting from config or the environment is invalid; the message names its source."""
 
 

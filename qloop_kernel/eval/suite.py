@@ -21,6 +21,8 @@ from typing import Any
 
 import nbformat
 
+from ..errors import QloopError
+
 SETUP_TAG = "qloop-setup"
 CHECK_TAG = "qloop-check"
 SOLUTION_TAG = "qloop-solution"
@@ -28,7 +30,7 @@ METADATA_KEY = "qloop_eval"
 SHIPPED = ("starter",)
 
 
-class SuiteError(Exception):
+class SuiteError(QloopError):
     """A suite or task that cannot be run: one line saying which file and why."""
 
 

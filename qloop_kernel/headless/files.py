@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..errors import QloopError
+
 # The exit codes of `qloop` (docs/clients.md, `qloop --help`).
 EXIT_OK = 0
 EXIT_FAILED = (
@@ -22,7 +24,7 @@ EXIT_KERNEL = 3  # the kernel did not start or died
 EXIT_INTERRUPTED = 130  # Ctrl-C
 
 
-class CliError(Exception):
+class CliError(QloopError):
     """A mistake the user can fix: one line saying what and how, and the exit code."""
 
     def __init__(self, message: str, code: int = EXIT_USAGE) -> None:

@@ -20,6 +20,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import IO, Any, Literal, TypeVar
 
+from ..errors import QloopError
 from .config import ServerConfig
 
 T = TypeVar("T")
@@ -31,7 +32,7 @@ _SLICE_S = 0.05  # the main thread's wait is cut in slices: signals (Stop, timeo
 State = Literal["not started", "connecting", "connected", "failed", "disconnected", "stopped"]
 
 
-class McpCallError(Exception):
+class McpCallError(QloopError):
     """A server could not be reached or did not answer; the message says which and why."""
 
 

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ..errors import QloopError
 from ..redact import SECRET_NAME
 
 PROJECT_FILE = ".mcp.json"
@@ -34,7 +35,7 @@ _TOKEN = re.compile(r"^[A-Za-z0-9+/=_.~-]{16,}$")
 Source = Literal["user", "config", "project", "notebook"]
 
 
-class McpConfigError(ValueError):
+class McpConfigError(QloopError, ValueError):
     """A server entry or file that cannot be used; the message says where and why."""
 
 

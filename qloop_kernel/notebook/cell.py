@@ -7,10 +7,11 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
+from ..errors import QloopError
 from .store import NotebookStore
 
 
-class AgentError(UsageError):
+class AgentError(QloopError, UsageError):
     """A turn ended with a fatal error: one line, no traceback, and "Run All" stops."""
 
     def _render_traceback_(self) -> list[str]:

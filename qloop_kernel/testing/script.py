@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from ..errors import QloopError
 from .errors import default_message, error_type_for_status
 from .record import RecordedRequest
 
@@ -32,7 +33,7 @@ USAGE_FIELDS = frozenset(
 )
 
 
-class ScriptError(ValueError):
+class ScriptError(QloopError, ValueError):
     """A script that cannot be served: a bad item, a bad JSON form or a failing callable."""
 
 

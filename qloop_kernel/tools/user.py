@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
+from ..errors import QloopError
 from .runtime import Tool
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -21,7 +22,7 @@ BUILTIN_APPROVAL = {
 }
 
 
-class ToolNameTaken(ValueError):
+class ToolNameTaken(QloopError, ValueError):
     """A tool with this name exists; replacing it must be asked for, and never lowers approval."""
 
 
