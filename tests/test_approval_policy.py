@@ -6,6 +6,8 @@ the notebook's is; what ran is told by the namespace, never by the decision alon
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -46,6 +48,12 @@ STEPS = {
     "destructive": "del victim",
     "external": "import os\nos.environ['QLOOP_TEST_MARK'] = '1'",
 }
+
+
+@pytest.fixture(autouse=True)
+def _no_mark_left() -> Iterator[None]:
+    yield
+    os.environ.pop("QLOOP_TEST_MARK", None)  # the external step's mark, where a test did not read it
 
 
 class Probe:
