@@ -44,6 +44,7 @@ def _run(args: argparse.Namespace) -> int:
         kernel_name=args.kernel,
         resources={"metadata": {"path": str(source.parent)}},
     )
+    client.notebook_path = str(source)
     status = _execute(client, args, kernel_env(args))
     if status in (EXIT_KERNEL, EXIT_INTERRUPTED) and client.cell_index is None:
         return status  # the kernel never started: nothing ran, nothing is written

@@ -44,6 +44,7 @@ class QloopEngine(NBClientEngine):  # type: ignore[misc]
         **kwargs: Any,
     ) -> Any:
         # The same arguments papermill's NBClientEngine passes to its client.
+        input_path = kwargs.get("input_path")
         kwargs = remove_args(["input_path"], **kwargs)
         safe_kwargs = remove_args(["timeout", "startup_timeout"], **kwargs)
         final_kwargs = merge_kwargs(
@@ -56,7 +57,9 @@ class QloopEngine(NBClientEngine):  # type: ignore[misc]
             stdout_file=stdout_file,
             stderr_file=stderr_file,
         )
-        return ReplayingPapermillClient(nb_man, **final_kwargs).execute()
+        client = ReplayingPapermillClient(nb_man, **final_kwargs)
+        client.notebook_path = str(input_path or "")
+        return client.execute()
 
 
 def _logger() -> Any:

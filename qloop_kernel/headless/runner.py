@@ -20,6 +20,7 @@ from typing import Any, TextIO
 from nbclient import NotebookClient
 from nbclient.util import ensure_async, run_sync
 
+from ..notebook_view import NOTEBOOK_VIEW_KEY, notebook_view
 from ..records import METADATA_KEY, MIME_TYPE, RecordError, load_record
 from ..records.text import usage_line
 from ..redact import redact_text
@@ -48,6 +49,7 @@ class SendsCellMetadata:
     _saved_digest: str | None = None
     _last_step: str | None = None
     cell_index: int | None = None  # the cell running or last run (None: none has started)
+    notebook_path: str = ""  # named in read_notebook's answer
 
     def send_cell_metadata(self) -> None:
         self._metadata = {}
@@ -92,6 +94,9 @@ class SendsCellMetadata:
     def _before_cell(self, cell: Any, cell_index: int) -> None:
         self.cell_index, self._last_step = cell_index, None
         self._metadata = {**dict(cell.metadata), "cellId": cell.get("id"), "qloopHeadless": True}
+        if is_agent_source(cell.source):  # what read_notebook answers: the notebook as it is now
+            view = notebook_view(self.nb.cells, path=self.notebook_path)
+            self._metadata[NOTEBOOK_VIEW_KEY] = view
         saved = cell.metadata.get(METADATA_KEY)
         self._saved_digest = saved.get("digest") if isinstance(saved, dict) else None
 

@@ -89,10 +89,35 @@ class KernelAgent:
 
         note_in_conversation(self.manager.messages, report.call_id, report.model_note())
 
-    def tools(self, settings: Settings) -> list[Any]:
+    def tools(self, settings: Settings, cell: CellContext | None = None) -> list[Any]:
+        """The turn's tools; read_notebook only where the running cell's notebook can be read."""
         from .tools import builtin_tools
 
-        return builtin_tools(self.shell, code_timeout_s=settings.code_timeout) + self.mcp_tools()
+        builtin = builtin_tools(
+            self.shell,
+            code_timeout_s=settings.code_timeout,
+            notebook=self.notebook_source(cell),
+            running_cell=cell.cell_id if cell is not None else None,
+        )
+        return builtin + self.mcp_tools()
+
+    def notebook_source(self, cell: CellContext | None) -> Any:
+        """What answers read_notebook for ``cell``: the view ``qloop run`` sent with it, or the
+        extension of the page that sent it (asked at each call); None where neither exists (a
+        console, a frontend without the extension, nbclient without ``qloop run``)."""
+        from ..notebook_view import select
+
+        if cell is None:
+            return None
+        view = cell.notebook
+        if cell.headless and isinstance(view, dict):
+            return lambda ids, outputs: select(view, ids, outputs)
+        grants = self.notebook_grants
+        if cell.interactive and "read_notebook" in grants.operations:
+            return lambda ids, outputs: grants.request(
+                "read_notebook", cell_ids=ids, outputs=outputs
+            )
+        return None
 
     def mcp_tools(self) -> list[Any]:
         """The tools of the configured MCP servers (each connected on first use)."""
@@ -228,7 +253,7 @@ class KernelAgent:
         policy = self.policy_for(settings, cell)
         self.load_notebook_grants(cell)
         review_project_files(self.mcp, cell)
-        tools = self.tools(settings)
+        tools = self.tools(settings, cell)
         runtime = self.runtime_for(settings, cell, tools)
         cards = {t.name for t in tools if t.requires_approval} if cell.interactive else set()
         cancel = CancelToken()

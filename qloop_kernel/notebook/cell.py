@@ -8,6 +8,7 @@ from typing import Any
 from IPython.core.error import UsageError
 
 from ..errors import QloopError
+from ..notebook_view import NOTEBOOK_VIEW_KEY
 from .store import NotebookStore
 
 
@@ -28,6 +29,7 @@ class CellContext:
     saved: Any  # the cell's saved ``qloop`` metadata, unvalidated
     headless: bool = False  # sent by `qloop run`: a cell id, but nobody to click
     client: str | None = None  # the frontend connection that sent the request (header.session)
+    notebook: Any = None  # `qloop run`: the view of the notebook it executes (notebook_view.py)
 
     @property
     def interactive(self) -> bool:
@@ -45,6 +47,7 @@ def current_cell(shell: Any) -> CellContext:
         metadata.get("qloop"),
         headless=bool(metadata.get("qloopHeadless")),
         client=client if isinstance(client, str) else None,
+        notebook=metadata.get(NOTEBOOK_VIEW_KEY) if metadata.get("qloopHeadless") else None,
     )
 
 

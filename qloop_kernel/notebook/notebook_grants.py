@@ -39,6 +39,9 @@ class NotebookGrantStore:
         self._cell_id: str | None = None
         self._comm: Any = None
         self._ids = itertools.count(1)
+        self._answers: dict[str, dict[str, Any]] = {}  # acks by request id
+        self._closed = threading.Event()  # the comm of the loaded notebook was closed
+        self.operations: frozenset[str] = frozenset()  # what the frontend's extension answers
         grants.on_notebook_change = self._save
 
     @property
@@ -71,21 +74,8 @@ class NotebookGrantStore:
         from comm import create_comm
 
         request_id = f"g{next(self._ids)}"
-        answers: list[dict[str, Any]] = []
-        closed = threading.Event()
-
-        def on_msg(msg: dict[str, Any]) -> None:
-            data = msg.get("content", {}).get("data", {})
-            session = msg.get("header", {}).get("session")
-            ours = isinstance(data, dict) and data.get("request_id") == request_id
-            if ours and data.get("ok") and (client is None or session == client):
-                answers.append(data)
-                wake()
-
-        def on_close(msg: Any) -> None:
-            closed.set()
-            wake()
-
+        self._answers, self._closed = {}, threading.Event()
+        self.operations = frozenset()
         try:
             comm = create_comm(
                 target_name=COMM_TARGET, data={"op": "hello", "request_id": request_id}
@@ -93,11 +83,49 @@ class NotebookGrantStore:
         except Exception as exc:  # no frontend to talk to
             log.info("qloop comm unavailable (%s); notebook grants are not loaded", exc)
             return None
-        comm.on_msg(on_msg)
+        closed = self._closed
+
+        def on_close(msg: Any) -> None:
+            closed.set()
+            wake()
+
+        comm.on_msg(self._on_msg)
         comm.on_close(on_close)
-        wait_until(lambda: bool(answers) or closed.is_set(), self.timeout_s)
+        wait_until(lambda: request_id in self._answers or closed.is_set(), self.timeout_s)
         self._comm = None if closed.is_set() else comm
-        return answers[0] if answers else None
+        answer = self._answers.pop(request_id, None)
+        operations = answer.get("operations") if answer else None
+        if isinstance(operations, list):
+            self.operations = frozenset(str(o) for o in operations)
+        return answer
+
+    def _on_msg(self, msg: dict[str, Any]) -> None:
+        """An ack from a frontend: kept when it answers a request of ours, from the connection
+        that sent the running cell (every notebook view on this kernel answers)."""
+        data = msg.get("content", {}).get("data", {})
+        session = msg.get("header", {}).get("session")
+        if not isinstance(data, dict) or not data.get("ok"):
+            return
+        if self._client is None or session == self._client:
+            self._answers[str(data.get("request_id"))] = data
+            wake()
+
+    def request(self, op: str, timeout_s: float = 10.0, **fields: Any) -> dict[str, Any] | None:
+        """Ask the frontend of the loaded notebook ``op`` (one it listed in its ``hello``); its
+        answer, or None (no such frontend, a refusal, or no answer in ``timeout_s``)."""
+        comm = self._comm
+        if comm is None or op not in self.operations or self._closed.is_set():
+            return None
+        request_id = f"g{next(self._ids)}"
+        try:
+            comm.send({"op": op, "request_id": request_id, **fields})
+        except Exception as exc:  # a closed comm
+            log.info("qloop comm unavailable (%s)", exc)
+            self._comm = None
+            return None
+        closed = self._closed
+        wait_until(lambda: request_id in self._answers or closed.is_set(), timeout_s)
+        return self._answers.pop(request_id, None)
 
     def _save(self, grants: tuple[Grant, ...]) -> None:
         """Write the notebook's grants into its metadata, signed (only the running cell's

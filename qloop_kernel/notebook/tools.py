@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from annotated_types import Interval
 
 from ..errors import ToolFailure
+from ..notebook_view import render
 from ..redact import PrivateVariables, private_variables
 from ..tools.namespace import MAX_ROWS
 from ..tools.runtime import Tool
@@ -18,12 +19,24 @@ if TYPE_CHECKING:
     from ..tools.risk import Assessment
 
 
+NotebookSource = Callable[[list[str] | None, bool], "dict[str, Any] | None"]
+
+
 def builtin_tools(
-    shell: Any, *, code_timeout_s: float | None = None, private: PrivateVariables | None = None
+    shell: Any,
+    *,
+    code_timeout_s: float | None = None,
+    private: PrivateVariables | None = None,
+    notebook: NotebookSource | None = None,
+    running_cell: str | None = None,
 ) -> list[Tool]:
-    """list_variables, inspect_variable, run_code and notebook_history for ``shell``.
+    """list_variables, inspect_variable, run_code and notebook_history for ``shell``, and
+    read_notebook where something can show the notebook.
 
     ``private``: the variables the tools refuse to show (default: the session's, `%agent private`).
+    ``notebook``: the view of the open notebook for cell ids (None: all) and whether to include
+    outputs, from the frontend's extension or ``qloop run`` (None when it cannot be had);
+    ``running_cell``: the agent cell's id, marked in that view.
     """
     from ..tools import history, namespace
 
@@ -68,14 +81,37 @@ def builtin_tools(
         return private.redactor(shell.user_ns).text(summary)
 
     def notebook_history(last: Annotated[int, Interval(ge=1, le=100)] = 10) -> str:
-        """The cells the user ran most recently in this kernel: source and short output.
+        """The cells the user ran most recently in this kernel: source and short output. Without
+        read_notebook in your tools the notebook itself (its markdown, cells not run, their order)
+        cannot be read here: say so when the user asks about it.
 
         Args:
             last: how many recent cells to show
         """
         return private.redactor(shell.user_ns).text(history.notebook_history(shell, last=last))
 
+    def read_notebook(cells: list[str] | None = None, outputs: bool = True) -> str:
+        """Read the open notebook as the user sees it: every cell in order with its id, type
+        (code, markdown, raw), execution count and source, with a short summary of its outputs
+        (text, error, figures; no image data). Marks agent cells and this one. Use it to see what
+        the user wrote and in which order, unexecuted cells and markdown included.
+
+        Args:
+            cells: cell ids to read (default: all cells, bounded)
+            outputs: include each cell's output summary
+        """
+        assert notebook is not None  # the tool is offered only with a source
+        view = notebook(cells, outputs)
+        if view is None:
+            raise ToolFailure(
+                "the notebook could not be read just now (its page did not answer); "
+                "notebook_history shows what this kernel ran"
+            )
+        text = render(view, running_cell=running_cell)
+        return private.redactor(shell.user_ns).text(text)
+
     runner = CodeRunner(shell, timeout_s=code_timeout_s, private=private)
+    offered = [Tool.from_function(read_notebook, requires_approval=False)] if notebook else []
     return with_registered(
         [
             Tool.from_function(list_variables, requires_approval=False),
@@ -88,6 +124,7 @@ def builtin_tools(
                 replayable=True,
             ),
             Tool.from_function(notebook_history, requires_approval=False),
+            *offered,
         ]
     )
 

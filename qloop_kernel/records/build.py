@@ -289,6 +289,7 @@ _EGRESS_KIND = {
     "inspect_variable": "variable",
     "run_code": "output",
     "notebook_history": "history",
+    "read_notebook": "cell",  # the notebook's cells and their outputs, as the page shows them
 }
 
 
