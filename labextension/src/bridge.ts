@@ -1,6 +1,7 @@
 /**
  * The comm bridge: lets the notebook's kernel read and write `metadata.qloop`
- * of the cells of that notebook, and the notebook's saved approval grants.
+ * of the cells of that notebook and the notebook's saved approval grants, and
+ * read a bounded view of its cells.
  */
 import { ISessionContext, Notification } from '@jupyterlab/apputils';
 import { ICellModel } from '@jupyterlab/cells';
@@ -12,6 +13,7 @@ import { JSONObject } from '@lumino/coreutils';
 import { grantsNotice } from './grants';
 import { TRANSLATION_DOMAIN } from './labels';
 import { trackLiveClient } from './live';
+import { ICellJSON } from './notebookview';
 import {
   GRANTS_KEY,
   ICellLookup,
@@ -45,6 +47,21 @@ export class NotebookCells implements ICellLookup {
       getMetadata: key => model.getMetadata(key),
       setMetadata: (key, value) => model.setMetadata(key, value)
     };
+  }
+
+  /** Every cell as nbformat JSON, or undefined once the notebook is closed. */
+  cellsJSON(): ICellJSON[] | undefined {
+    const model = this._model();
+    if (!model || model.isDisposed) {
+      return undefined;
+    }
+    const cells: ICellJSON[] = [];
+    for (const cell of model.cells) {
+      const json = cell.toJSON();
+      // A notebook below nbformat 4.5 saves no cell ids; the model has one.
+      cells.push(json.id ? json : { ...json, id: cell.id });
+    }
+    return cells;
   }
 
   /** The cell with this id, or undefined. */

@@ -3,14 +3,16 @@
  *
  * Every request carries an `op` and a `request_id`; every request gets exactly
  * one `ack` with the same `request_id`. A malformed request gets `ok: false`
- * with the reason and never throws. The kernel sends three operations: `hello`
- * (which frontend and version is there, and, when the lookup reaches the
- * notebook, its path and saved approval grants), `set_metadata` (save a
- * record in a cell) and `set_notebook_metadata` (save the approval grants in
- * the notebook that holds the given cell).
+ * with the reason and never throws. The kernel sends four operations: `hello`
+ * (which frontend and version is there, which operations it answers, and,
+ * when the lookup reaches the notebook, its path and saved approval grants),
+ * `set_metadata` (save a record in a cell), `set_notebook_metadata` (save the
+ * approval grants in the notebook that holds the given cell) and
+ * `read_notebook` (a bounded view of the notebook's cells and outputs).
  */
 import { JSONObject } from '@lumino/coreutils';
 
+import { ICellJSON, notebookView } from './notebookview';
 import { METADATA_KEY, isJSONObject } from './record';
 
 /** The metadata operation the bridge needs from a cell model. */
@@ -31,6 +33,8 @@ export interface ICellLookup {
   findCell(cellId: string): ICellMetadata | undefined;
   /** The notebook, when this lookup can reach it (and it is open). */
   notebook?(): INotebookMetadata | undefined;
+  /** Every cell as nbformat JSON, in order, when this lookup can reach the notebook. */
+  cellsJSON?(): ICellJSON[] | undefined;
 }
 
 /** The reply to one request. */
@@ -137,6 +141,38 @@ function setNotebookMetadata(data: JSONObject, cells: ICellLookup): JSONObject {
   return {};
 }
 
+/** The `cell_ids` of a request: null (absent or null) means every cell. */
+function requireCellIds(data: JSONObject): string[] | null {
+  const value = data['cell_ids'];
+  if (value === undefined || value === null) {
+    return null;
+  }
+  if (
+    !Array.isArray(value) ||
+    !value.every(id => typeof id === 'string' && id.length > 0)
+  ) {
+    throw new RequestError(
+      "'cell_ids' must be an array of non-empty strings, or null for every cell"
+    );
+  }
+  return value as string[];
+}
+
+function readNotebook(data: JSONObject, cells: ICellLookup): JSONObject {
+  const cellIds = requireCellIds(data);
+  const outputs = data['outputs'] ?? true;
+  if (typeof outputs !== 'boolean') {
+    throw new RequestError("'outputs' must be a boolean");
+  }
+  const all = cells.cellsJSON?.();
+  if (!all) {
+    throw new RequestError('no notebook to read');
+  }
+  const path = cells.notebook?.()?.path ?? '';
+  // The view holds only strings, numbers, booleans, arrays and plain objects.
+  return notebookView(path, all, cellIds, outputs) as unknown as JSONObject;
+}
+
 type Operation = (
   data: JSONObject,
   cells: ICellLookup,
@@ -144,9 +180,14 @@ type Operation = (
 ) => JSONObject;
 
 const OPERATIONS: Record<string, Operation> = {
-  hello: (data, cells, hello) => ({ ...hello, ...notebookHello(cells) }),
+  hello: (data, cells, hello) => ({
+    ...hello,
+    operations: Object.keys(OPERATIONS),
+    ...notebookHello(cells)
+  }),
   set_metadata: setMetadata,
-  set_notebook_metadata: setNotebookMetadata
+  set_notebook_metadata: setNotebookMetadata,
+  read_notebook: readNotebook
 };
 
 /**

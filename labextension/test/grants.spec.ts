@@ -59,6 +59,7 @@ describe('notebook grants over the comm', () => {
       request_id: 'h',
       ok: true,
       ...HELLO,
+      operations: expect.any(Array),
       notebook_path: 'work/analysis.ipynb',
       notebook_grants: SAVED
     });

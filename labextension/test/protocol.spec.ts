@@ -1,9 +1,13 @@
 /**
- * The comm protocol: every request gets one ack; only `hello` and
- * `set_metadata` exist, and only `metadata.qloop` may be written.
+ * The comm protocol: every request gets one ack; only the listed operations
+ * exist, only `metadata.qloop` may be written, and `read_notebook` answers a
+ * bounded view of the cells.
  */
+import { NotebookModel } from '@jupyterlab/notebook';
 import { JSONObject } from '@lumino/coreutils';
 
+import { NotebookCells } from '../src/bridge';
+import { ICellJSON } from '../src/notebookview';
 import {
   ICellLookup,
   ICellMetadata,
@@ -35,6 +39,12 @@ class MetadataCell implements ICellMetadata {
 }
 
 const HELLO: JSONObject = { frontend: 'jupyterlab', version: '9.9.9' };
+const OPERATIONS = [
+  'hello',
+  'set_metadata',
+  'set_notebook_metadata',
+  'read_notebook'
+];
 const RECORD: JSONObject = { schema_version: 1, status: 'completed' };
 
 describe('handleRequest', () => {
@@ -46,10 +56,16 @@ describe('handleRequest', () => {
     cell = cells.add('cell-1');
   });
 
-  it('answers hello with the frontend and version', () => {
+  it('answers hello with the frontend, version and operations', () => {
     expect(
       handleRequest({ op: 'hello', request_id: 'r1' }, cells, HELLO)
-    ).toEqual({ op: 'ack', request_id: 'r1', ok: true, ...HELLO });
+    ).toEqual({
+      op: 'ack',
+      request_id: 'r1',
+      ok: true,
+      ...HELLO,
+      operations: OPERATIONS
+    });
   });
 
   it('writes the record of a cell and acks it', () => {
@@ -167,5 +183,210 @@ describe('handleRequest', () => {
     );
     expect(ack.request_id).toBeNull();
     expect(ack.ok).toBe(true);
+  });
+});
+
+/** A notebook whose cells are nbformat JSON, as the bridge reads them. */
+class JSONCells implements ICellLookup {
+  constructor(readonly cells: ICellJSON[] | undefined) {}
+
+  findCell(): ICellMetadata | undefined {
+    return undefined;
+  }
+
+  notebook() {
+    return {
+      path: 'dir/nb.ipynb',
+      getMetadata: () => undefined,
+      setMetadata: () => undefined
+    };
+  }
+
+  cellsJSON(): ICellJSON[] | undefined {
+    return this.cells;
+  }
+}
+
+const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk';
+
+const CELLS: ICellJSON[] = [
+  { id: 'md', cell_type: 'markdown', source: '# Notes', metadata: {} },
+  {
+    id: 'plot',
+    cell_type: 'code',
+    source: 'plot()',
+    metadata: { qloop: { status: 'completed' } },
+    execution_count: 2,
+    outputs: [
+      {
+        output_type: 'display_data',
+        data: { 'image/png': PNG, 'text/plain': '<Figure>' },
+        metadata: {}
+      }
+    ]
+  }
+];
+
+describe('read_notebook', () => {
+  it('answers the view of every cell', () => {
+    const ack = handleRequest(
+      { op: 'read_notebook', request_id: 'r' },
+      new JSONCells(CELLS),
+      HELLO
+    );
+    expect(ack).toEqual({
+      op: 'ack',
+      request_id: 'r',
+      ok: true,
+      notebook_path: 'dir/nb.ipynb',
+      total_cells: 2,
+      missing: [],
+      cells: [
+        {
+          id: 'md',
+          cell_type: 'markdown',
+          execution_count: null,
+          agent: false,
+          source: '# Notes',
+          source_chars: 7,
+          outputs: [],
+          more_outputs: 0
+        },
+        {
+          id: 'plot',
+          cell_type: 'code',
+          execution_count: 2,
+          agent: true,
+          source: 'plot()',
+          source_chars: 6,
+          outputs: [
+            {
+              output_type: 'display_data',
+              text: '<Figure>',
+              chars: 8,
+              mime: ['image/png', 'text/plain']
+            }
+          ],
+          more_outputs: 0
+        }
+      ]
+    });
+    expect(JSON.stringify(ack)).not.toContain(PNG);
+  });
+
+  it('answers the asked cells without outputs', () => {
+    const ack = handleRequest(
+      {
+        op: 'read_notebook',
+        request_id: 'r',
+        cell_ids: ['plot', 'gone'],
+        outputs: false
+      },
+      new JSONCells(CELLS),
+      HELLO
+    );
+    expect(ack).toMatchObject({
+      ok: true,
+      total_cells: 2,
+      missing: ['gone'],
+      cells: [{ id: 'plot', source: 'plot()' }]
+    });
+    expect(ack['cells']).toEqual([
+      expect.not.objectContaining({ outputs: expect.anything() })
+    ]);
+  });
+
+  it.each([
+    [
+      { cell_ids: 'plot' },
+      "'cell_ids' must be an array of non-empty strings, or null for every cell"
+    ],
+    [
+      { cell_ids: ['plot', ''] },
+      "'cell_ids' must be an array of non-empty strings, or null for every cell"
+    ],
+    [
+      { cell_ids: [1] },
+      "'cell_ids' must be an array of non-empty strings, or null for every cell"
+    ],
+    [{ outputs: 'yes' }, "'outputs' must be a boolean"],
+    [{ outputs: 1 }, "'outputs' must be a boolean"]
+  ])('refuses read_notebook %j', (fields, error) => {
+    const ack = handleRequest(
+      { op: 'read_notebook', request_id: 'bad', ...fields },
+      new JSONCells(CELLS),
+      HELLO
+    );
+    expect(ack).toEqual({ op: 'ack', request_id: 'bad', ok: false, error });
+  });
+
+  it('refuses without a notebook to read', () => {
+    for (const lookup of [new JSONCells(undefined), new Cells()]) {
+      expect(
+        handleRequest({ op: 'read_notebook', request_id: 'n' }, lookup, HELLO)
+      ).toEqual({
+        op: 'ack',
+        request_id: 'n',
+        ok: false,
+        error: 'no notebook to read'
+      });
+    }
+  });
+
+  it('reads the cells of a notebook model', () => {
+    // @jupyter/ydoc builds standalone cells and then moves them into the
+    // notebook's document, and yjs warns about both steps.
+    const yjsWarnings = ['Invalid access: Add Yjs type', '[yjs#509]'];
+    const log = console.warn;
+    const warn = jest
+      .spyOn(console, 'warn')
+      .mockImplementation((...args: unknown[]) => {
+        const message = String(args[0]);
+        if (!yjsWarnings.some(prefix => message.startsWith(prefix))) {
+          log(...args);
+        }
+      });
+    const model = new NotebookModel();
+    model.sharedModel.insertCells(0, [
+      { cell_type: 'markdown', source: 'intro', metadata: {} },
+      {
+        cell_type: 'code',
+        source: 'print(1)',
+        metadata: {},
+        execution_count: 1,
+        outputs: [{ output_type: 'stream', name: 'stdout', text: '1\n' }]
+      }
+    ]);
+    const lookup = new NotebookCells(
+      () => model,
+      () => 'x.ipynb'
+    );
+    const ids = [model.cells.get(0).id, model.cells.get(1).id];
+    const ack = handleRequest(
+      { op: 'read_notebook', request_id: 1, cell_ids: null },
+      lookup,
+      HELLO
+    );
+    expect(ack).toMatchObject({
+      ok: true,
+      notebook_path: 'x.ipynb',
+      total_cells: 2,
+      cells: [
+        { id: ids[0], cell_type: 'markdown', source: 'intro' },
+        {
+          id: ids[1],
+          cell_type: 'code',
+          execution_count: 1,
+          outputs: [
+            { output_type: 'stream', name: 'stdout', text: '1\n', chars: 2 }
+          ]
+        }
+      ]
+    });
+    model.dispose();
+    warn.mockRestore();
+    expect(
+      handleRequest({ op: 'read_notebook', request_id: 2 }, lookup, HELLO)
+    ).toMatchObject({ ok: false, error: 'no notebook to read' });
   });
 });
