@@ -64,7 +64,7 @@ def notebook_view(
     ``cell_ids`` (unknown ids listed in ``missing``), within the bounds above."""
     wanted = None if cell_ids is None else list(dict.fromkeys(cell_ids))
     known = {str(c.get("id", "")) for c in cells}
-    spent = 0
+    spent, full = 0, True
     shown: list[dict[str, Any]] = []
     for cell in cells:
         cell_id = str(cell.get("id", ""))
@@ -87,7 +87,8 @@ def notebook_view(
             item["outputs"] = [_output(o) for o in raw[:OUTPUTS_PER_CELL]]
             item["more_outputs"] = max(0, len(raw) - OUTPUTS_PER_CELL)
         cost = len(item["source"]) + sum(_spent(o) for o in item.get("outputs", []))
-        if spent + cost > ANSWER_CHARS:
+        full = full and spent + cost <= ANSWER_CHARS  # from the first cell that does not fit on,
+        if not full:  # every cell is listed without its content
             item.update(source="", omitted=True)
             if outputs:
                 item.update(outputs=[], more_outputs=len(raw))

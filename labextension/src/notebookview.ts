@@ -21,7 +21,7 @@ export const ENAME_CHARS = 200;
 /** Outputs of one cell put in the answer. */
 export const OUTPUTS_PER_CELL = 5;
 /** Characters of sources, output texts and error values in one answer. */
-export const ANSWER_CHARS = 150000;
+export const ANSWER_CHARS = 30000;
 /** The cell metadata key that marks an agent cell (record.ts METADATA_KEY). */
 export const AGENT_KEY = 'qloop';
 

@@ -308,7 +308,7 @@ describe('notebookView', () => {
     const view = notebookView('big.ipynb', cells, null, true);
     const text = JSON.stringify(view);
     // ANSWER_CHARS of content, plus the fields of every cell, omitted or not.
-    expect(text.length).toBeLessThan(250 * 1024);
+    expect(text.length).toBeLessThan(200 * 1024);
     expect(text).not.toContain(PNG.slice(0, 40));
     expect(view.total_cells).toBe(501);
     expect(view.cells).toHaveLength(501);
