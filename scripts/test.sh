@@ -21,7 +21,7 @@ fi
 export NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost
 export PATH="$PWD/.venv/bin:$PATH"
 .venv/bin/python -m ruff check qloop_kernel tests bench
-.venv/bin/python -m mypy  # configured in pyproject.toml: strict on the core
+.venv/bin/python -m mypy  # configured in pyproject.toml: strict on the whole package
 .venv/bin/python -m pytest -p no:cacheprovider
 # The extension's lint and jest unit tests. Its node_modules come from the install's build; the
 # immutable install only catches up when yarn.lock changed since that build.
