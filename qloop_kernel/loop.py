@@ -37,6 +37,7 @@ from .messages import (
     now_iso,
 )
 from .pricing import Price
+from .text import clip
 from .tools.runtime import ToolRuntime
 
 CONTEXT_EXCEEDED = (
@@ -364,7 +365,7 @@ def _not_an_object(call: ToolCall) -> ToolOutcome | None:
         type(raw), "number"
     )
     value = json.dumps(raw, ensure_ascii=False, default=repr)
-    value = value if len(value) <= 200 else value[:199] + "…"
+    value = clip(value, 200)
     text = NOT_AN_OBJECT.format(name=call.name, value=value, kind=kind)
     return ToolOutcome(call, [{"type": "text", "text": text}], True, "auto", call.input,
                        decided_at=now_iso())  # fmt: skip

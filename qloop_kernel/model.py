@@ -52,6 +52,7 @@ from .providers import (
 )
 from .redact import redact_text
 from .settings import DEFAULT_MODEL
+from .text import clip
 
 EPHEMERAL = {"type": "ephemeral"}
 MAX_BREAKPOINTS = 4  # the API accepts at most four cache_control blocks
@@ -459,7 +460,7 @@ def _retry_after(exc: Any) -> float | None:
 def _describe(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     line = " ".join(text.split())
-    return redact_text(line if len(line) <= 300 else line[:299] + "…")
+    return redact_text(clip(line, 300))
 
 
 def _forward(event: Any, stream: Any, on_event: Callable[[ModelEvent], None]) -> None:

@@ -1,4 +1,5 @@
-"""Bounding text: one helper and one marker for everything qloop cuts (tool results, records, outputs)."""
+"""Bounding text: ``truncate`` with its marker for long texts (tool results, records, outputs), ``clip``
+for one line; everything qloop cuts goes through them."""
 
 from __future__ import annotations
 
@@ -18,6 +19,14 @@ def truncate(text: str, limit: int) -> str:
     tail = limit - head
     omitted = len(text) - head - tail
     return text[:head] + f"\n{marker(omitted)}\n" + (text[-tail:] if tail else "")
+
+
+def clip(text: str, limit: int, ellipsis: str = "…") -> str:
+    """``text`` if it fits in ``limit`` characters, else its start ending in ``ellipsis``: for one
+    line (a label, a reason, a log line); long texts keep head and tail with ``truncate``."""
+    if len(text) <= limit:
+        return text
+    return text[: max(0, limit - len(ellipsis))] + ellipsis
 
 
 def counted(count: int, noun: str, plural: str | None = None) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..records import METADATA_KEY, CellRecord, RecordError, ToolCallRecord, load_record
 from ..redact import redact_text
+from ..text import clip
 from .files import EXIT_FAILED, EXIT_OK
 
 CODE_LINES = 12  # of each step's code, without --full
@@ -121,9 +122,7 @@ def text_lines(entry: dict[str, Any], full: bool) -> list[str]:
         lines.append(f"  step {index}/{total}  {step['tool']}  {_step_head(step)}")
         lines += ["      " + line for line in _bounded(step["code"], CODE_LINES, full)]
     if entry["answer"]:
-        answer = entry["answer"] if full or len(entry["answer"]) <= ANSWER_CHARS else (
-            entry["answer"][: ANSWER_CHARS - 1] + "…"
-        )  # fmt: skip
+        answer = entry["answer"] if full else clip(entry["answer"], ANSWER_CHARS)
         lines += ["  answer:", *("      " + line for line in answer.splitlines())]
     return [*lines, ""]
 
@@ -145,7 +144,7 @@ def _decision(step: dict[str, Any]) -> str:
     text = str(words.get(step["decision"], step["decision"]))
     reason = " ".join(step["reason"].split())
     if step["decision"] == "denied" and reason:
-        text += f" ({reason[:117] + '…' if len(reason) > 120 else reason})"
+        text += f" ({clip(reason, 120)})"
     return text
 
 
@@ -158,7 +157,7 @@ def _bounded(code: str, limit: int, full: bool) -> list[str]:
     lines = code.splitlines() or [""]
     if full:
         return lines
-    cut = [line if len(line) <= LINE_CHARS else line[: LINE_CHARS - 1] + "…" for line in lines]
+    cut = [clip(line, LINE_CHARS) for line in lines]
     if len(cut) <= limit:
         return cut
     return [*cut[:limit], f"… {len(lines) - limit} more lines (`qloop show --full` shows all)"]

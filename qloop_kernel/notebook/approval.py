@@ -26,7 +26,7 @@ from IPython.display import display
 
 from ..grants import SCOPE_TEXT, Grant, Scope
 from ..permissions import AlwaysAllow, ApprovalRequest, Approve, ApproveEdited, Decision, Deny
-from ..text import counted
+from ..text import clip, counted
 from ..visible import Piece, as_shown, bounded, mixed_script_names, pieces
 from .pump import wait_until, wake
 from .waiting import announced
@@ -428,7 +428,7 @@ class ApprovalCard:
         lines = as_shown(code or "").splitlines()
         first = next((line.strip() for line in lines if line.strip()), "")
         if first:
-            cut = first if len(first) <= FOLDED_CODE_CHARS else first[: FOLDED_CODE_CHARS - 1] + "…"
+            cut = clip(first, FOLDED_CODE_CHARS)
             parts.append(f"<code class='qloop-card-first-line'>{html.escape(cut)}</code>")
         if self._ran:
             parts.append(f"<span class='qloop-card-duration'>{html.escape(self._ran)}</span>")

@@ -26,7 +26,7 @@ from ..messages import (
     Usage,
     describe_stop,
 )
-from ..text import counted
+from ..text import clip, counted
 
 REFRESH_S = 0.15  # how often streamed Markdown is re-rendered
 # Streamed text is shown in pieces of about this size, cut at paragraph breaks outside code: each
@@ -308,7 +308,7 @@ def _short_input(value: dict[str, Any], limit: int = 80) -> str:
         else f"{k}={json.dumps(v, ensure_ascii=False, default=str)}"
         for k, v in value.items()
     )
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clip(text, limit)
 
 
 def denied_words(reason: str | None) -> str:

@@ -45,7 +45,7 @@ from ..records.drift import changed_after
 from ..records.schema import REPLAYABLE_DECISIONS
 from ..records.text import usage_line
 from ..settings import Settings
-from ..text import counted
+from ..text import clip, counted
 from ..tools.risk import Assessment, Reason, most_severe
 from ..tools.runtime import Tool, ToolRuntime
 from .cell import AgentError, CellContext, store_for
@@ -277,7 +277,7 @@ def denied_line(plan: ReplayPlan, decision: Deny, policy: Policy) -> str:
         1,
     )  # fmt: skip
     code = " ".join(plan.codes[index - 1].split())
-    shown = code if len(code) <= 60 else code[:59] + "…"
+    shown = clip(code, 60)
     why = decision.reason or f"denied under the policy '{policy}'"
     return (
         f"replay not run: saved step {index} of {len(plan.steps)} (`{shown}`) was not run: {why}. "

@@ -36,6 +36,7 @@ from ..permissions import (
     denial_line,
 )
 from ..redact import redact_text
+from ..text import clip
 from ..text import truncate as bounded
 
 if TYPE_CHECKING:
@@ -503,7 +504,7 @@ class ToolRuntime:
         log.info(
             "tool=%s input=%s decision=%s duration=%.3fs outcome=%s",
             outcome.call.name,
-            short if len(short) <= 120 else short[:117] + "...",
+            clip(short, 120, "..."),
             outcome.decision,
             outcome.duration_s,
             "error" if outcome.is_error else "ok",

@@ -21,7 +21,7 @@ from typing import Any
 
 from qloop_kernel.errors import ToolInputError
 
-from ...text import marker
+from ...text import clip, marker
 
 SAMPLE_ROWS = 10_000  # rows behind the statistics of a big Series or narrow DataFrame
 SAMPLE_CELLS = 150_000  # a wide frame's sample has fewer rows (at least MIN_SAMPLE_ROWS)
@@ -331,9 +331,7 @@ def _dim(dim: float) -> str:
 
 def cut(text: str, limit: int) -> str:
     """``text`` cut to at most ``limit`` characters, ending in ``...`` when cut."""
-    if len(text) <= limit:
-        return text
-    return text[: max(0, limit - 3)] + "..."
+    return clip(text, limit, "...")
 
 
 def fit_text(text: str, max_chars: int, hint: str) -> str:
