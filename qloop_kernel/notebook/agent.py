@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
@@ -20,6 +20,15 @@ from ..redact import redact_text, redacted_output
 from ..settings import Settings
 from .cell import AgentError, CellContext, current_cell, store_for
 from .notebook_grants import NotebookGrantStore
+
+if TYPE_CHECKING:  # types only: these modules are imported when a turn needs them
+    from ..mcp.servers import McpServers
+    from ..model import AnthropicModel
+    from ..records import CellRecord
+    from ..tools.runtime import Tool, ToolRuntime
+    from .deadline import TurnWatch
+    from .tools import NotebookSource
+    from .undo import UndoLog, UndoReport
 
 ASK_WITHOUT_RECORD = "QLOOP_ASK_WITHOUT_RECORD"  # ask the model where the client sends no metadata
 NO_METADATA = (
@@ -46,7 +55,7 @@ class KernelAgent:
         self.shell = shell
         self.base_settings = settings  # from config and environment: the policy for hidden code
         self.manager = ConversationManager(settings=settings)
-        self.watch: Any = None  # the running turn's TurnWatch: bounds each step (deadline.py)
+        self.watch: TurnWatch | None = None  # the running turn's TurnWatch: bounds each step (deadline.py)
         self.step_running = False  # an approved step runs: qloop commands are refused (guard.py)
         self.saved_records: dict[str, Any] = {}  # cell id -> its saved record as last sent
         self.grants = Grants()  # what runs without a card: cell, session and notebook grants
@@ -69,7 +78,7 @@ class KernelAgent:
         elif self.watch is not None:
             self.watch.step_ends()
 
-    def _undo_log(self) -> Any:
+    def _undo_log(self) -> UndoLog:
         """The kernel's undo log, told this session's budget, and whom to tell of an undo."""
         from .changes import StepViews
         from .undo import undo_log
@@ -83,13 +92,13 @@ class KernelAgent:
         self.step_views = StepViews(log)
         return log
 
-    def _tell_model(self, report: Any) -> None:
+    def _tell_model(self, report: UndoReport) -> None:
         """The model reads what was undone in its next turn, with the result of the undone step."""
         from .undo import note_in_conversation
 
         note_in_conversation(self.manager.messages, report.call_id, report.model_note())
 
-    def tools(self, settings: Settings, cell: CellContext | None = None) -> list[Any]:
+    def tools(self, settings: Settings, cell: CellContext | None = None) -> list[Tool]:
         """The turn's tools; read_notebook only where the running cell's notebook can be read."""
         from .tools import builtin_tools
 
@@ -101,7 +110,7 @@ class KernelAgent:
         )
         return builtin + self.mcp_tools()
 
-    def notebook_source(self, cell: CellContext | None) -> Any:
+    def notebook_source(self, cell: CellContext | None) -> NotebookSource | None:
         """What answers read_notebook for ``cell``: the view ``qloop run`` sent with it, or the
         extension of the page that sent it (asked at each call); None where neither exists (a
         console, a frontend without the extension, nbclient without ``qloop run``)."""
@@ -119,7 +128,7 @@ class KernelAgent:
             )
         return None
 
-    def mcp_tools(self) -> list[Any]:
+    def mcp_tools(self) -> list[Tool]:
         """The tools of the configured MCP servers (each connected on first use)."""
         from ..mcp.config import McpConfigError
         from .display import line
@@ -127,7 +136,7 @@ class KernelAgent:
         try:
             if not self.mcp.configured():
                 return []
-            tools = list(self.mcp.tools())
+            tools: list[Tool] = list(self.mcp.tools())
         except McpConfigError as exc:
             line(f"MCP: {exc}", "warn")
             return []
@@ -135,7 +144,7 @@ class KernelAgent:
             line(note, "warn")
         return tools
 
-    def _note_unrepeated(self, record: Any) -> None:
+    def _note_unrepeated(self, record: CellRecord) -> None:
         """Saved MCP calls a replay does not repeat (a tool not read-only, or its server not
         connected): the saved result stands, and the cell says so."""
         from .display import line
@@ -150,7 +159,7 @@ class KernelAgent:
                 line(f"{call.name}: the saved result is shown; the call was not repeated (only "
                      "read-only tools of a connected server are)", "warn")  # fmt: skip
 
-    def replay_runtime(self) -> Any:
+    def replay_runtime(self) -> ToolRuntime:
         """The turn's tools; their approval was given once, by the replay's card or policy."""
         from ..permissions import AutoApprover
         from ..tools.runtime import ToolRuntime
@@ -163,7 +172,9 @@ class KernelAgent:
     def policy_for(self, settings: Settings, cell: CellContext) -> Policy:
         return settings.approve or ("ask" if cell.interactive else "readonly")
 
-    def runtime_for(self, settings: Settings, cell: CellContext, tools: list[Any]) -> Any:
+    def runtime_for(
+        self, settings: Settings, cell: CellContext, tools: list[Tool]
+    ) -> ToolRuntime:
         """The turn's ToolRuntime: the policy by risk class, the grants, and the card when someone
         can click (every call that runs without one is shown, with its code)."""
         from ..tools.runtime import ToolRuntime
@@ -319,7 +330,7 @@ def _check_credentials(provider: ProviderName = DEFAULT_PROVIDER) -> None:
         raise UsageError(missing)
 
 
-def _mcp_servers(shell: Any) -> Any:
+def _mcp_servers(shell: Any) -> McpServers:
     """The session's MCP servers: kernel config's read at each use, the notebook's folder the
     kernel's working folder (where Jupyter starts it); stopped when the kernel exits."""
     import atexit
@@ -344,7 +355,7 @@ def _mcp_servers(shell: Any) -> Any:
     return servers
 
 
-def _platform_model(settings: Settings) -> Any:
+def _platform_model(settings: Settings) -> AnthropicModel:
     """The turn's model client on the settings' platform; a compatible server's missing
     features are switched off on first use, with one line in the cell."""
     from ..model import AnthropicModel

@@ -9,12 +9,15 @@ import keyword
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from IPython.core.error import UsageError
 from pydantic import ValidationError
 
 from ..text import counted
+
+if TYPE_CHECKING:
+    from .magic import AgentMagics
 
 HELP = """\
 %%agent [options]            the cell body is the task; the turn runs against this kernel
@@ -76,11 +79,11 @@ def help_text() -> str:
     )
 
 
-def _help(magics: Any, args: list[str]) -> None:
+def _help(magics: AgentMagics, args: list[str]) -> None:
     print(help_text())
 
 
-def _status(magics: Any, args: list[str]) -> None:
+def _status(magics: AgentMagics, args: list[str]) -> None:
     manager = magics.agent.manager
     totals = manager.totals
     usage = totals.usage
@@ -102,7 +105,7 @@ def _status(magics: Any, args: list[str]) -> None:
         print("grants: " + "; ".join(g.describe() for g in granted) + " (`%agent grants`)")
 
 
-def _set(magics: Any, args: list[str]) -> None:
+def _set(magics: AgentMagics, args: list[str]) -> None:
     from ..settings import SETTABLE
 
     if len(args) != 2 or args[0] not in SETTABLE:
@@ -117,7 +120,7 @@ def _set(magics: Any, args: list[str]) -> None:
     print(f"{name} = {getattr(manager.settings, name)}")
 
 
-def _models(magics: Any, args: list[str]) -> None:
+def _models(magics: AgentMagics, args: list[str]) -> None:
     from ..pricing import known_models, prices_as_of, retired_models
 
     current = magics.agent.manager.settings.model
@@ -131,7 +134,7 @@ def _models(magics: Any, args: list[str]) -> None:
     print("* the model in use; change it with `%agent set model ID` or `--model ID`")
 
 
-def _price(magics: Any, args: list[str]) -> None:
+def _price(magics: AgentMagics, args: list[str]) -> None:
     from ..pricing import Price, price_figures
 
     try:
@@ -151,7 +154,7 @@ ALLOW_USAGE = (
 )
 
 
-def _allow(magics: Any, args: list[str]) -> None:
+def _allow(magics: AgentMagics, args: list[str]) -> None:
     from ..grants import SCOPE_TEXT, SCOPES, Grant, Scope
 
     agent = magics.agent
@@ -223,7 +226,7 @@ def _known_tool(agent: Any, name: str, command: str, *, extra: tuple[str, ...] =
     )
 
 
-def _grants(magics: Any, args: list[str]) -> None:
+def _grants(magics: AgentMagics, args: list[str]) -> None:
     from .cell import current_cell
 
     agent = magics.agent
@@ -247,7 +250,7 @@ def _grants(magics: Any, args: list[str]) -> None:
         print("remove with `%agent revoke TOOL` or `%agent revoke all`")
 
 
-def _revoke(magics: Any, args: list[str]) -> None:
+def _revoke(magics: AgentMagics, args: list[str]) -> None:
     agent = magics.agent
     name = args[0]
     named = {g.tool for g in agent.grants} | {g.tool for g in agent.grants.notebook.received}
@@ -265,7 +268,7 @@ def _revoke(magics: Any, args: list[str]) -> None:
         print("the notebook's saved grants are updated (save the notebook to keep the change)")
 
 
-def _reset(magics: Any, args: list[str]) -> None:
+def _reset(magics: AgentMagics, args: list[str]) -> None:
     agent = magics.agent
     manager = agent.manager
     messages, turns, calls = len(manager.messages), len(manager.records), manager.totals.turns
@@ -283,7 +286,7 @@ def _reset(magics: Any, args: list[str]) -> None:
     print(f"kept: settings, private variables{notebook}")
 
 
-def _key(magics: Any, args: list[str]) -> None:
+def _key(magics: AgentMagics, args: list[str]) -> None:
     value = getpass.getpass("Anthropic API key (not shown, not saved): ").strip()
     if not value:
         raise UsageError("no key entered")
@@ -291,13 +294,13 @@ def _key(magics: Any, args: list[str]) -> None:
     print("API key set for this kernel")
 
 
-def _context(magics: Any, args: list[str]) -> None:
+def _context(magics: AgentMagics, args: list[str]) -> None:
     from .context_turn import next_turn_view
 
     print(next_turn_view(magics.agent, args))
 
 
-def _undo(magics: Any, args: list[str]) -> None:
+def _undo(magics: AgentMagics, args: list[str]) -> None:
     log = magics.agent.undo
     try:
         report = log.undo()
@@ -306,7 +309,7 @@ def _undo(magics: Any, args: list[str]) -> None:
     print("undone: " + "; ".join(report.lines()))
 
 
-def _private(magics: Any, args: list[str]) -> None:
+def _private(magics: AgentMagics, args: list[str]) -> None:
     from ..redact import private_variables
 
     private = private_variables(magics.agent.manager)
@@ -326,7 +329,7 @@ def _private(magics: Any, args: list[str]) -> None:
     print(f"private variables (tools do not inspect or print them): {shown}")
 
 
-def _history(magics: Any, args: list[str]) -> None:
+def _history(magics: AgentMagics, args: list[str]) -> None:
     from ..records.history import describe
 
     saved = magics.agent.saved_records
@@ -338,18 +341,20 @@ def _history(magics: Any, args: list[str]) -> None:
     print('restore one with "Restore an Earlier Agent Record…" in the cell\'s context menu')
 
 
-def _export(magics: Any, args: list[str]) -> None:
+def _export(magics: AgentMagics, args: list[str]) -> None:
     from ..headless.export import records_script
 
     script = records_script(list(magics.agent.manager.records.values()))
     if not script:
         print("no agent turns in this session yet")
         return
-    magics.shell.set_next_input(script)  # a frontend puts it in a new cell below
+    shell = magics.shell
+    assert shell is not None  # a magic runs in its shell
+    shell.set_next_input(script)  # a frontend puts it in a new cell below
     print(script)
 
 
-def _mcp(magics: Any, args: list[str]) -> None:
+def _mcp(magics: AgentMagics, args: list[str]) -> None:
     from .mcp import mcp_command
 
     mcp_command(magics, args)

@@ -11,13 +11,20 @@ import argparse
 import os
 import re
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from traitlets.config import Configurable
 
 from . import options  # the load imports nothing heavier (options.py, names.py)
+
+if TYPE_CHECKING:  # types only: the agent's modules are imported with its first use
+    from pydantic import ValidationError
+
+    from ..settings import Settings
+    from .agent import KernelAgent
+    from .commands import Command
 
 QloopAgent = options.config_class()  # a trait per option that sets a default (options.py)
 
@@ -33,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
 split_options = options.split_options  # the public name tests and callers use
 
 
-def base_settings(config: Configurable) -> Any:
+def base_settings(config: Configurable) -> Settings:
     """Settings from config and environment."""
     from ..settings import SettingsError, settings_from
 
@@ -54,7 +61,7 @@ class AgentMagics(Magics):
         self.config_obj.observe(self._follow_config, names=self.config_obj.trait_names(config=True))
         if self.config_obj not in shell.configurables:
             shell.configurables.append(self.config_obj)  # listed by %config
-        self._agent: Any = None
+        self._agent: KernelAgent | None = None
 
     def _follow_config(self, change: Any) -> None:
         """``%config QloopAgent.NAME = value``: the running kernel's settings follow."""
@@ -69,7 +76,7 @@ class AgentMagics(Magics):
         manager.settings = manager.settings.updated(**{name: getattr(base, name)})
 
     @property
-    def agent(self) -> Any:
+    def agent(self) -> KernelAgent:
         if self._agent is None:
             from .agent import KernelAgent
 
@@ -211,12 +218,12 @@ def _usage_words(text: str) -> int:
     return len(head.split())
 
 
-def _first_error(exc: Any) -> str:
+def _first_error(exc: ValidationError) -> str:
     err = exc.errors(include_url=False)[0]
     return f"--{str(err['loc'][0]).replace('_', '-')}: {err['msg']}"
 
 
-def _commands() -> dict[str, Any]:
+def _commands() -> dict[str, Command]:
     from . import commands
 
     return commands.COMMANDS
