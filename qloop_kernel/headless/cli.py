@@ -46,6 +46,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     client.notebook_path = str(source)
     status = _execute(client, args, kernel_env(args))
+    client.apply_proposals()
     if status in (EXIT_KERNEL, EXIT_INTERRUPTED) and client.cell_index is None:
         return status  # the kernel never started: nothing ran, nothing is written
     target = out if status == EXIT_OK or not out.exists() else _failed_path(out)

@@ -45,6 +45,7 @@ class ReplayPreprocessor(SendsCellMetadata, ExecutePreprocessor):
         try:
             return super().preprocess(nb, resources, km)
         finally:
+            self.apply_proposals()
             if before is None:
                 os.environ.pop(RECEIVED_OPT_IN, None)
             else:

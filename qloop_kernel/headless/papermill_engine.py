@@ -59,7 +59,10 @@ class QloopEngine(NBClientEngine):  # type: ignore[misc]
         )
         client = ReplayingPapermillClient(nb_man, **final_kwargs)
         client.notebook_path = str(input_path or "")
-        return client.execute()
+        try:
+            return client.execute()
+        finally:
+            client.apply_proposals()
 
 
 def _logger() -> Any:

@@ -24,7 +24,7 @@ from ..notebook_view import NOTEBOOK_VIEW_KEY, notebook_view
 from ..records import METADATA_KEY, MIME_TYPE, RecordError, load_record
 from ..records.text import usage_line
 from ..redact import redact_text
-from ..text import counted
+from ..text import clip, counted
 
 
 def mirrored_record(cell: Any) -> dict[str, Any] | None:
@@ -53,6 +53,7 @@ class SendsCellMetadata:
 
     def send_cell_metadata(self) -> None:
         self._metadata = {}
+        self._proposed: list[tuple[str, Any]] = []  # (agent cell id, its new turn's record)
         self.on_cell_execute = self._before_cell
         self.on_cell_executed = self._after_cell
 
@@ -102,12 +103,98 @@ class SendsCellMetadata:
 
     def _after_cell(self, cell: Any, cell_index: int, execute_reply: Any) -> None:
         keep_record(cell)
+        self._note_proposals(cell)
         if self.progress is not None:
             line = _progress_line(
                 cell, cell_index, len(self.nb.cells), execute_reply, self._saved_digest
             )
             self.progress.write(line)
             self.progress.flush()
+
+
+    def _note_proposals(self, cell: Any) -> None:
+        """Keep a new turn's record for its proposals (a replayed one's were applied before)."""
+        saved = cell.metadata.get(METADATA_KEY)
+        if not is_agent_source(cell.source) or not isinstance(saved, dict):
+            return
+        if saved.get("digest") == self._saved_digest:
+            return  # the saved record replayed, or kept
+        try:
+            record = load_record(saved)
+        except RecordError:
+            return
+        if any(c.name in ("add_cell", "edit_cell") for c in record.tool_calls):
+            self._proposed.append((str(cell.get("id") or ""), record))
+
+    def apply_proposals(self) -> None:
+        """Write the accepted proposals of the turns that ran into the notebook, once every cell
+        has run (a cell added now is not run by this run); one progress line each."""
+        for agent_cell, record in self._proposed:
+            for line in apply_proposals(self.nb, agent_cell, record):
+                if self.progress is not None:
+                    self.progress.write(f"qloop run: {redact_text(line)}\n")
+        if self.progress is not None:
+            self.progress.flush()
+        self._proposed = []
+
+
+def apply_proposals(nb: Any, agent_cell: str, record: Any) -> list[str]:
+    """Apply a turn's accepted add_cell and edit_cell calls to ``nb``: what each did, in a line."""
+    done: list[str] = []
+    added: list[str] = []
+    for call in record.tool_calls:
+        if call.name not in ("add_cell", "edit_cell"):
+            continue
+        if call.decision.kind == "denied":
+            why = clip(" ".join(str(call.decision.reason or "denied").split()), 120)
+            done.append(f"{call.name} not applied: {why}")
+        elif call.is_error:
+            continue
+        elif call.name == "add_cell":
+            done += _add_cell(nb, agent_cell, call, added)
+        else:
+            done += _edit_cell(nb, agent_cell, call)
+    return done
+
+
+def _index_of(nb: Any, cell_id: str) -> int | None:
+    return next((i for i, c in enumerate(nb.cells) if c.get("id") == cell_id), None)
+
+
+def _add_cell(nb: Any, agent_cell: str, call: Any, added: list[str]) -> list[str]:
+    import nbformat
+
+    from ..notebook.proposals import PROVENANCE_KEY, proposed_cell_id, provenance
+
+    source = str(call.input.get("source", ""))
+    cell_id = proposed_cell_id(agent_cell, len(added) + 1, source)
+    after = str(call.input.get("after") or (added[-1] if added else agent_cell))
+    added.append(cell_id)
+    if _index_of(nb, cell_id) is not None:
+        return []  # already in the notebook
+    where = _index_of(nb, after)
+    if where is None:
+        return [f"not added: the notebook has no cell {after} to put cell {cell_id} after"]
+    markdown = call.input.get("cell_type") == "markdown"
+    make = nbformat.v4.new_markdown_cell if markdown else nbformat.v4.new_code_cell
+    mark = {PROVENANCE_KEY: provenance(agent_cell, call.id, source)}
+    nb.cells.insert(where + 1, make(source, id=cell_id, metadata=mark))
+    return [f"added cell {cell_id} after {after}"]
+
+
+def _edit_cell(nb: Any, agent_cell: str, call: Any) -> list[str]:
+    from ..notebook.proposals import PROVENANCE_KEY, provenance
+
+    source = str(call.input.get("source", ""))
+    target = str(call.input.get("cell_id", ""))
+    found = _index_of(nb, target)
+    if found is None:
+        return [f"not changed: the notebook has no cell {target}"]
+    if nb.cells[found].source == source:
+        return []
+    nb.cells[found].source = source
+    nb.cells[found].metadata[PROVENANCE_KEY] = provenance(agent_cell, call.id, source)
+    return [f"changed cell {target}"]
 
 
 class AgentNotebookClient(SendsCellMetadata, NotebookClient):

@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # types only: these modules are imported when a turn needs th
     from ..records import CellRecord
     from ..tools.runtime import Tool, ToolRuntime
     from .deadline import TurnWatch
+    from .proposals import CellProposals
     from .tools import NotebookSource
     from .undo import UndoLog, UndoReport
 
@@ -98,8 +99,15 @@ class KernelAgent:
 
         note_in_conversation(self.manager.messages, report.call_id, report.model_note())
 
-    def tools(self, settings: Settings, cell: CellContext | None = None) -> list[Tool]:
-        """The turn's tools; read_notebook only where the running cell's notebook can be read."""
+    def tools(
+        self,
+        settings: Settings,
+        cell: CellContext | None = None,
+        proposals: CellProposals | None = None,
+    ) -> list[Tool]:
+        """The turn's tools; read_notebook only where the running cell's notebook can be read,
+        add_cell and edit_cell where proposals can be shown or applied."""
+        from .proposals import proposal_tools
         from .tools import builtin_tools
 
         builtin = builtin_tools(
@@ -108,7 +116,30 @@ class KernelAgent:
             notebook=self.notebook_source(cell),
             running_cell=cell.cell_id if cell is not None else None,
         )
-        return builtin + self.mcp_tools()
+        cells = proposal_tools(proposals) if proposals is not None else []
+        return builtin + cells + self.mcp_tools()
+
+    def cell_proposals(self, cell: CellContext) -> CellProposals | None:
+        """Where the agent may propose cells: a page whose extension shows proposals, or
+        ``qloop run`` (which sent the notebook's view and applies them); None elsewhere."""
+        from .proposals import CellProposals
+        from .tools import code_classifier
+
+        source = self.notebook_source(cell)
+        if source is None or not cell.cell_id:
+            return None
+        page = None
+        if cell.interactive:
+            if "propose" not in self.notebook_grants.operations:
+                return None
+            page = self.notebook_grants
+
+        def view_ids() -> list[str] | None:
+            view = source(None, False)
+            cells = view.get("cells") if isinstance(view, dict) else None
+            return [str(c.get("id")) for c in cells] if isinstance(cells, list) else None
+
+        return CellProposals(cell.cell_id, page, view_ids, code_classifier(self.shell))
 
     def notebook_source(self, cell: CellContext | None) -> NotebookSource | None:
         """What answers read_notebook for ``cell``: the view ``qloop run`` sent with it, or the
@@ -264,8 +295,11 @@ class KernelAgent:
         policy = self.policy_for(settings, cell)
         self.load_notebook_grants(cell)
         review_project_files(self.mcp, cell)
-        tools = self.tools(settings, cell)
+        proposals = self.cell_proposals(cell)
+        tools = self.tools(settings, cell, proposals)
         runtime = self.runtime_for(settings, cell, tools)
+        if proposals is not None:  # the page decides the proposals, the card the rest
+            runtime.approver = proposals.approver(runtime.approver)
         cards = {t.name for t in tools if t.requires_approval} if cell.interactive else set()
         cancel = CancelToken()
         watch = TurnWatch(settings.timeout, cancel)  # ends a running step on Stop or --timeout

@@ -110,9 +110,12 @@ class NotebookGrantStore:
             self._answers[str(data.get("request_id"))] = data
             wake()
 
-    def request(self, op: str, timeout_s: float = 10.0, **fields: Any) -> dict[str, Any] | None:
+    def request(
+        self, op: str, timeout_s: float | None = 10.0, **fields: Any
+    ) -> dict[str, Any] | None:
         """Ask the frontend of the loaded notebook ``op`` (one it listed in its ``hello``); its
-        answer, or None (no such frontend, a refusal, or no answer in ``timeout_s``)."""
+        answer, or None (no such frontend, a refusal, the comm closed, or no answer in
+        ``timeout_s``; None: wait for as long as the user takes, as for a proposal)."""
         comm = self._comm
         if comm is None or op not in self.operations or self._closed.is_set():
             return None

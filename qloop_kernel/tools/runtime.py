@@ -15,6 +15,7 @@ import traceback
 import types
 import weakref
 from collections.abc import Callable, Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, get_type_hints
 
@@ -43,6 +44,12 @@ if TYPE_CHECKING:
     from .risk import Assessment
 
 log = logging.getLogger("qloop.tools")
+_RUNNING_CALL: ContextVar[str | None] = ContextVar("qloop_running_call", default=None)
+
+
+def running_call_id() -> str | None:
+    """The id of the tool call whose function is running now (None outside one)."""
+    return _RUNNING_CALL.get()
 
 MAX_RESULT_CHARS = 20_000
 _ARG_LINE = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.+)$")
@@ -432,6 +439,7 @@ class ToolRuntime:
         as_run = validated.model_dump(mode="json")
         if self.guard is not None:
             self.guard.before(self)
+        running = _RUNNING_CALL.set(call.id)
         try:
             value, failure = tool.call(validated), None
         except (ToolInputError, ToolFailure) as exc:
@@ -439,6 +447,7 @@ class ToolRuntime:
         except Exception as exc:  # a tool's failure is reported to the model, never raised
             value, failure = None, format_exception(exc)
         finally:
+            _RUNNING_CALL.reset(running)
             breach = self.guard.after(self) if self.guard is not None else None
         if breach is not None:
             outcome = self._error(call, f"Stopped: {breach}", kind, as_run, waited)

@@ -1,0 +1,238 @@
+"""Cell proposals: ``add_cell`` and ``edit_cell`` put the agent's work into ordinary notebook cells that
+the user accepts or rejects one by one.
+
+Both tools go through the one permission pipeline (``ToolRuntime``): a proposal is a notebook edit,
+class ``write`` whatever its code would do (nothing runs when it is accepted), so headless policies
+``auto`` and ``write`` accept it and ``readonly`` and ``deny`` reject it. Where someone can click, the
+approver of a proposal is the page itself: the kernel sends ``propose`` on the ``qloop`` comm, the
+extension shows the new cell, or the edited one with its diff, with Accept and Reject, and its answer
+comes when the user decides (the kernel pumps the shell meanwhile, as for an approval card). A proposal
+the policy or a grant accepts is sent already accepted. Under ``qloop run`` nothing is sent: the runner
+applies the accepted proposals of the record to the output notebook (``headless/runner.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..errors import ToolFailure
+from ..permissions import Approve, ApproveEdited, Deny
+from ..records import signing
+from ..tools.risk import Assessment, Reason
+from ..tools.runtime import Tool
+
+if TYPE_CHECKING:
+    from ..permissions import ApprovalRequest, Approver, Decision
+    from .notebook_grants import NotebookGrantStore
+
+PROPOSAL_TOOLS = ("add_cell", "edit_cell")
+PROVENANCE_KEY = "qloop_provenance"  # the cell metadata of an accepted proposal
+
+
+def proposed_cell_id(agent_cell: str, index: int, source: str) -> str:
+    """The id of the ``index``-th cell (from 1) a turn of ``agent_cell`` adds, as ``qloop run``
+    gives it: the same in the kernel's answer to the model and in the output notebook."""
+    digest = hashlib.sha256(f"{agent_cell}\n{index}\n{source}".encode()).hexdigest()
+    return f"q{digest[:15]}"
+
+
+def provenance(agent_cell: str | None, call_id: str, source: str) -> dict[str, Any]:
+    """What an accepted cell keeps in its metadata: the agent cell and step that made it, signed
+    by this user over the source it was proposed with."""
+    body = {"agent_cell": agent_cell or "", "call_id": call_id,
+            "source_sha256": hashlib.sha256(source.encode()).hexdigest()}  # fmt: skip
+    payload = "\n".join(f"{k}={v}" for k, v in sorted(body.items())).encode()
+    return {**body, "signature": signing.sign(payload)}
+
+
+def _notebook_edit(code_class: Assessment | None, cell_type: str) -> Assessment:
+    """A proposal's class: ``write`` (it changes the notebook; nothing runs), with what its code
+    would do when the user runs it as the reasons."""
+    reasons: tuple[Reason, ...] = (
+        Reason(1, "write", "adds or changes a notebook cell; nothing runs until you run it"),
+    )
+    if code_class is not None and cell_type == "code":
+        reasons += tuple(code_class.reasons)
+    return Assessment("write", reasons, frozenset())
+
+
+@dataclass
+class CellProposals:
+    """The proposals of one turn: who decides them, and the cells they made."""
+
+    agent_cell: str | None
+    page: NotebookGrantStore | None  # the page that runs the cell, when it shows proposals
+    view_ids: Callable[[], list[str] | None]  # the notebook's cell ids (None: not known)
+    classify_code: Callable[[dict[str, Any]], Assessment]
+    added: list[str] = field(default_factory=list)  # ids of the cells this turn added
+    _answer: dict[str, Any] | None = None  # the page's answer to the proposal being run
+
+    @property
+    def interactive(self) -> bool:
+        return self.page is not None
+
+    # -- the approver of proposal tools ------------------------------------------------------
+
+    def approver(self, others: Approver) -> Approver:
+        """``others`` for every tool but the proposal tools, which the page decides."""
+        return _ByTool(self, others)
+
+    def decide(self, request: ApprovalRequest) -> Decision:
+        """Send the proposal to the page and wait for the user's decision."""
+        missing = self.missing_cell(request.call.name, request.call.input)
+        if missing is not None:
+            return Deny(missing)
+        answer = self._propose(request.call.id, request.call.name, dict(request.call.input),
+                               request.assessment, accepted=False)  # fmt: skip
+        if answer is None:
+            return Deny("the page showing the notebook closed before the proposal was decided")
+        if answer.get("decision") != "accepted":
+            reason = str(answer.get("reason") or "").strip()
+            return Deny(reason or "rejected by the user")
+        self._answer = answer
+        source = answer.get("source")
+        if isinstance(source, str) and source != request.call.input.get("source"):
+            return ApproveEdited({**request.call.input, "source": source})
+        return Approve()
+
+    def _propose(
+        self, call_id: str, tool: str, input: dict[str, Any], assessment: Assessment | None,
+        *, accepted: bool,
+    ) -> dict[str, Any] | None:  # fmt: skip
+        assert self.page is not None
+        source = str(input.get("source", ""))
+        proposal: dict[str, Any] = {
+            "id": call_id,
+            "kind": "add" if tool == "add_cell" else "edit",
+            "source": source,
+            "risk": assessment.risk if assessment is not None else "",
+            "reasons": [str(r) for r in assessment.reasons[1:]] if assessment else [],
+            "provenance": provenance(self.agent_cell, call_id, source),
+            "accepted": accepted,
+        }
+        if tool == "add_cell":
+            proposal.update(cell_type=input.get("cell_type", "code"), after=self._after(input))
+        else:
+            proposal["target"] = str(input.get("cell_id", ""))
+        return self.page.request("propose", None, cell_id=self.agent_cell, proposal=proposal)
+
+    def _after(self, input: Mapping[str, Any]) -> str:
+        after = input.get("after")
+        if isinstance(after, str) and after:
+            return after
+        return self.added[-1] if self.added else (self.agent_cell or "")
+
+    def missing_cell(self, tool: str, input: Mapping[str, Any]) -> str | None:
+        """Why a proposal cannot be placed (a cell id the notebook does not have), or None."""
+        field_name = "after" if tool == "add_cell" else "cell_id"
+        cell_id = input.get(field_name)
+        if not isinstance(cell_id, str) or not cell_id or cell_id in self.added:
+            return None
+        if tool == "edit_cell" and cell_id == self.agent_cell:
+            return "an agent cell's source is the user's task: propose a new cell instead"
+        known = self.view_ids()
+        if known is not None and cell_id not in known:
+            return (f"the notebook has no cell with id {cell_id!r} ({field_name}); read_notebook "
+                    "lists the cells and their ids")  # fmt: skip
+        return None
+
+    # -- what a proposal that passed the pipeline does ---------------------------------------
+
+    def apply(self, call_id: str, tool: str, input: dict[str, Any]) -> str:
+        """The result the model reads for an accepted proposal (and, where the page has not
+        shown it yet, the proposal sent as accepted)."""
+        answer, self._answer = self._answer, None
+        if answer is None:  # not shown to anyone: accepted by the policy or a grant
+            missing = self.missing_cell(tool, input)
+            if missing is not None:
+                raise ToolFailure(missing)
+        source = str(input.get("source", ""))
+        edited = answer is not None and answer.get("source") != source  # never: the edit ran
+        if answer is None and self.page is not None:  # accepted by the policy or a grant
+            answer = self._propose(call_id, tool, input, None, accepted=True)
+            if answer is None or answer.get("decision") != "accepted":
+                raise ToolFailure("the page did not apply the proposal (it closed or refused it)")
+        if tool == "add_cell":
+            where = self._after(input)
+            cell_id = self._new_id(answer, source)
+            self.added.append(cell_id)
+            return f"accepted: added cell {cell_id} after {where}" + _by_user(answer, edited)
+        target = str(input.get("cell_id", ""))
+        return f"accepted: cell {target} now has the proposed source" + _by_user(answer, edited)
+
+    def _new_id(self, answer: Mapping[str, Any] | None, source: str) -> str:
+        given = answer.get("cell_id") if answer is not None else None
+        if isinstance(given, str) and given:
+            return given
+        return proposed_cell_id(self.agent_cell or "", len(self.added) + 1, source)
+
+
+def _by_user(answer: Mapping[str, Any] | None, edited: bool) -> str:
+    if answer is None:
+        return " (by the approval policy; qloop run writes it into the output notebook)"
+    return " by the user" + (", with the user's edits shown above" if edited else "")
+
+
+@dataclass
+class _ByTool:
+    proposals: CellProposals
+    others: Approver
+
+    def decide(self, request: ApprovalRequest) -> Decision:
+        if request.call.name in PROPOSAL_TOOLS and self.proposals.interactive:
+            return self.proposals.decide(request)
+        return self.others.decide(request)
+
+    def __getattr__(self, name: str) -> Any:  # the card's extras (cards, hints) stay reachable
+        return getattr(self.others, name)
+
+
+def proposal_tools(proposals: CellProposals) -> list[Tool]:
+    """add_cell and edit_cell, deciding through ``proposals``."""
+
+    def add_cell(
+        source: str, cell_type: Literal["code", "markdown"] = "code", after: str | None = None
+    ) -> str:
+        """Propose a new notebook cell for work the user will keep (a cleaning step, a plot, a
+        model fit, an explanation in markdown). The user sees it in the notebook and accepts or
+        rejects it; an accepted cell is an ordinary cell and does not run by itself. To look at
+        data or check something, use run_code instead.
+
+        Args:
+            source: the cell's source
+            cell_type: code or markdown
+            after: the id of the cell to put it after (default: after this agent cell, or after
+                the last cell this turn added)
+        """
+        return proposals.apply(_current_call(), "add_cell", {
+            "source": source, "cell_type": cell_type, "after": after})  # fmt: skip
+
+    def edit_cell(cell_id: str, source: str) -> str:
+        """Propose a new source for an existing cell (read_notebook gives the ids). The user sees
+        the change as a diff in the notebook and accepts or rejects it.
+
+        Args:
+            cell_id: the id of the cell to change
+            source: the cell's whole new source
+        """
+        return proposals.apply(_current_call(), "edit_cell", {"cell_id": cell_id, "source": source})
+
+    def classify(input: dict[str, Any]) -> Assessment:
+        kind = str(input.get("cell_type", "code"))
+        code = proposals.classify_code({"code": input.get("source", "")}) if kind == "code" else None
+        return _notebook_edit(code, kind)
+
+    return [
+        Tool.from_function(add_cell, editable_field="source", classify=classify),
+        Tool.from_function(edit_cell, editable_field="source", classify=classify),
+    ]
+
+
+def _current_call() -> str:
+    """The id of the tool call being run (the runtime sets it around each call)."""
+    from ..tools.runtime import running_call_id
+
+    return running_call_id() or ""

@@ -1,0 +1,170 @@
+"""Cell proposals: add_cell and edit_cell through the one permission pipeline. Under `qloop run` the
+policy decides and the runner writes the accepted ones into the output notebook once every cell has
+run; in a page whose extension shows proposals, the page decides (played here by the test, answering
+the kernel's comm as the extension does)."""
+
+from __future__ import annotations
+
+import io
+import os
+from typing import Any
+
+import nbformat
+import pytest
+
+from qloop_kernel.headless.runner import AgentNotebookClient
+from qloop_kernel.notebook.proposals import PROVENANCE_KEY, proposed_cell_id
+from qloop_kernel.records import load_record
+from qloop_kernel.testing import Reply, StandInAPI, text, tool_use
+from tests.agent_outputs import result_text, saved_record, tool_results
+
+pytestmark = pytest.mark.kernel
+
+CLEAN = "df = df.dropna()"
+
+
+def notebook() -> Any:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("%load_ext qloop_kernel\nimport pandas as pd\n"
+                                  "df = pd.DataFrame({'a': [1, None, 3]})", id="setup"),  # fmt: skip
+        nbformat.v4.new_code_cell("%%agent\nClean df and explain it.", id="agent"),
+        nbformat.v4.new_code_cell("df.plot()", id="plot"),
+    ]
+    return nb
+
+
+def proposing() -> list[Reply]:
+    return [
+        Reply([tool_use("add_cell", {"source": "## Cleaning", "cell_type": "markdown"})]),
+        Reply([tool_use("add_cell", {"source": CLEAN})]),
+        Reply([tool_use("edit_cell", {"cell_id": "plot", "source": "df.plot(title='a')"})]),
+        Reply([text("Proposed a cleaning step.")]),
+    ]
+
+
+def run_headless(policy: str) -> tuple[Any, list[Any], str]:
+    nb = notebook()
+    progress = io.StringIO()
+    with StandInAPI(proposing()) as api:
+        env = {**os.environ, **api.environment(), "QLOOP_APPROVAL": policy}
+        client = AgentNotebookClient(nb, progress=progress, timeout=120)
+        client.execute(env=env)
+        client.apply_proposals()
+        requests = list(api.requests)
+    return nb, requests, progress.getvalue()
+
+
+def test_qloop_run_under_auto_writes_accepted_proposals_into_the_notebook_without_running_them():
+    nb, requests, progress = run_headless("auto")
+    first = proposed_cell_id("agent", 1, "## Cleaning")
+    second = proposed_cell_id("agent", 2, CLEAN)
+    assert [c.get("id") for c in nb.cells] == ["setup", "agent", first, second, "plot"]
+    assert nb.cells[2].cell_type == "markdown" and nb.cells[3].source == CLEAN
+    assert nb.cells[3].execution_count is None and nb.cells[3].outputs == []  # not run
+    assert nb.cells[4].source == "df.plot(title='a')"
+    for cell in nb.cells[2:]:
+        mark = cell.metadata[PROVENANCE_KEY]
+        assert mark["agent_cell"] == "agent" and mark["signature"]
+    assert f"accepted: added cell {first} after agent" in result_text(tool_results(requests[1])[0])
+    assert f"added cell {second} after {first}" in result_text(tool_results(requests[2])[0])
+    assert f"qloop run: added cell {first} after agent" in progress
+    assert "qloop run: changed cell plot" in progress
+    record = load_record(nb.cells[1].metadata["qloop"])
+    assert [c.decision.kind for c in record.tool_calls] == ["auto", "auto", "auto"]
+    assert nbformat.validate(nb) is None
+
+
+def test_qloop_run_under_readonly_rejects_every_proposal_and_leaves_the_cells_as_they_were():
+    nb, requests, progress = run_headless("readonly")
+    assert [c.get("id") for c in nb.cells] == ["setup", "agent", "plot"]
+    assert nb.cells[2].source == "df.plot()" and PROVENANCE_KEY not in nb.cells[2].metadata
+    assert "qloop run: add_cell not applied: " in progress
+    assert "qloop run: edit_cell not applied: " in progress
+    denied = result_text(tool_results(requests[1])[0])
+    assert "readonly" in denied
+
+
+# -- a page whose extension shows proposals, played by the test -------------------------------------
+
+OPERATIONS = ["hello", "set_metadata", "set_notebook_metadata", "read_notebook", "propose"]
+
+
+def answer_hello(lab: Any, parent: str) -> str:
+    def opened() -> dict[str, Any] | None:
+        for message in lab.messages(parent, "comm_open"):
+            content = message["content"]
+            if content["target_name"] == "qloop" and str(
+                content.get("data", {}).get("request_id")
+            ).startswith("g"):
+                return content  # type: ignore[no-any-return]
+        return None
+
+    content = lab.wait_for(opened, 30, "the kernel's hello")
+    lab.comm_msg(content["comm_id"], {"op": "ack", "request_id": content["data"]["request_id"],
+                                      "ok": True, "notebook_path": "work/a.ipynb",
+                                      "notebook_grants": None, "operations": OPERATIONS})  # fmt: skip
+    return str(content["comm_id"])
+
+
+def next_request(lab: Any, parent: str, op: str, seen: set[str]) -> dict[str, Any]:
+    def found() -> dict[str, Any] | None:
+        for message in lab.messages(parent, "comm_msg"):
+            data = message["content"]["data"]
+            if data.get("op") == op and data.get("request_id") not in seen:
+                return data  # type: ignore[no-any-return]
+        return None
+
+    request = lab.wait_for(found, 30, op)
+    seen.add(request["request_id"])
+    return request
+
+
+def test_the_page_decides_proposals_and_the_model_reads_what_the_user_did(lab: Any, api: StandInAPI):
+    api.set_script([
+        Reply([tool_use("add_cell", {"source": CLEAN})]),
+        Reply([tool_use("add_cell", {"source": "del df", "after": "agent"})]),
+        Reply([text("done")]),
+    ])  # fmt: skip
+    lab.run("import pandas as pd\ndf = pd.DataFrame({'a': [1, None]})")
+    cell = lab.execute("%%agent\nClean df.", cell_id="agent")
+    comm_id = answer_hello(lab, cell)
+    seen: set[str] = set()
+    propose = next_request(lab, cell, "propose", seen)
+    proposal = propose["proposal"]
+    assert propose["cell_id"] == "agent" and proposal["kind"] == "add"
+    assert proposal["after"] == "agent" and proposal["source"] == CLEAN and not proposal["accepted"]
+    assert proposal["risk"] == "write" and proposal["provenance"]["agent_cell"] == "agent"
+    edited = CLEAN + "\ndf = df.reset_index(drop=True)"
+    lab.comm_msg(comm_id, {"op": "ack", "request_id": propose["request_id"], "ok": True,
+                           "decision": "accepted", "cell_id": "new1", "source": edited,
+                           "reason": ""})  # fmt: skip
+    # the second proposal names a cell: the kernel checks it exists before showing it
+    read = next_request(lab, cell, "read_notebook", seen)
+    cells = [{"id": i, "cell_type": "code", "execution_count": None, "agent": i == "agent",
+              "source": "", "source_chars": 0} for i in ("agent", "new1")]  # fmt: skip
+    lab.comm_msg(comm_id, {"op": "ack", "request_id": read["request_id"], "ok": True,
+                           "notebook_path": "work/a.ipynb", "total_cells": 2, "cells": cells,
+                           "missing": []})  # fmt: skip
+    second = next_request(lab, cell, "propose", seen)
+    assert "line 1: deletes df" in " ".join(second["proposal"]["reasons"])
+    lab.comm_msg(comm_id, {"op": "ack", "request_id": second["request_id"], "ok": True,
+                           "decision": "rejected", "cell_id": "", "source": "",
+                           "reason": "keep df"})  # fmt: skip
+    assert lab.complete(cell, 60)["content"]["status"] == "ok"
+    first = result_text(tool_results(api.requests[1])[0])
+    assert "added cell new1 after agent by the user" in first
+    assert "the user edited the input before approving" in first and "reset_index" in first
+    assert "keep df" in result_text(tool_results(api.requests[2])[0])
+    calls = saved_record(lab, cell)["tool_calls"]
+    assert [c["decision"]["kind"] for c in calls] == ["edited", "denied"]
+    assert calls[0]["input"]["source"] == edited
+    assert lab.run("print(len(df))").strip() == "2"  # nothing ran in the kernel
+
+
+def test_without_a_page_that_shows_proposals_the_tools_are_not_offered(lab: Any, api: StandInAPI):
+    api.set_script([Reply([text("nothing to propose")])])
+    cell = lab.execute("%%agent\nClean df.", cell_id="agent")
+    assert lab.complete(cell, 60)["content"]["status"] == "ok"
+    names = [t["name"] for t in api.requests[0].body["tools"]]
+    assert "add_cell" not in names and "edit_cell" not in names
