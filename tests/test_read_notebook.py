@@ -159,6 +159,7 @@ def test_a_page_with_the_extension_answers_read_notebook_and_the_model_reads_it(
         "read_notebook",
     )
     assert request["cell_ids"] == ["load", "nope"] and request["outputs"] is True
+    assert request["cell_id"] == "agent"  # only the view holding the running cell answers
     view = notebook_view(cells(), cell_ids=request["cell_ids"], path="work/revenue.ipynb")
     lab.comm_msg(comm_id, {"op": "ack", "request_id": request["request_id"], "ok": True, **view})
     assert lab.complete(cell, 60)["content"]["status"] == "ok"

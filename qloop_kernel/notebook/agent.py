@@ -154,8 +154,8 @@ class KernelAgent:
             return lambda ids, outputs: select(view, ids, outputs)
         grants = self.notebook_grants
         if cell.interactive and "read_notebook" in grants.operations:
-            return lambda ids, outputs: grants.request(
-                "read_notebook", cell_ids=ids, outputs=outputs
+            return lambda ids, outputs: grants.request(  # the view holding the cell answers
+                "read_notebook", cell_ids=ids, outputs=outputs, cell_id=cell.cell_id
             )
         return None
 
