@@ -1,7 +1,8 @@
 /**
  * The comm bridge: lets the notebook's kernel read and write `metadata.qloop`
- * of the cells of that notebook and the notebook's saved approval grants, and
- * read a bounded view of its cells.
+ * of the cells of that notebook and the notebook's saved approval grants,
+ * read a bounded view of its cells, and propose cells for the user to accept
+ * or reject.
  */
 import { ISessionContext, Notification } from '@jupyterlab/apputils';
 import { ICellModel } from '@jupyterlab/cells';
@@ -16,10 +17,14 @@ import { trackLiveClient } from './live';
 import { ICellJSON } from './notebookview';
 import {
   GRANTS_KEY,
+  IAck,
   ICellLookup,
   INotebookMetadata,
+  IProposalCell,
+  IProposalNotebook,
   handleRequest
 } from './protocol';
+import { ProposalBoard, ProposalCellType } from './proposals';
 import { COMM_TARGET, isJSONObject } from './record';
 import { EXTENSION_VERSION } from './version';
 import { reattach, registerWaiting } from './waiting';
@@ -33,8 +38,32 @@ const HELLO: JSONObject = {
 export class NotebookCells implements ICellLookup {
   constructor(
     private readonly _model: () => INotebookModel | null,
-    private readonly _path: () => string = () => ''
+    private readonly _path: () => string = () => '',
+    private readonly _board: ProposalBoard | null = null
   ) {}
+
+  /** The cells as proposals change them, or undefined without a board or once closed. */
+  proposals(): IProposalNotebook | undefined {
+    const model = this._model();
+    if (!this._board || !model || model.isDisposed) {
+      return undefined;
+    }
+    return {
+      board: this._board,
+      cell: cellId => {
+        const cell = this.findCell(cellId);
+        return cell ? proposalCell(cell) : undefined;
+      },
+      insertCell: (afterId, cellType, source, metadata) =>
+        insertAfter(model, afterId, cellType, source, metadata),
+      removeCell: cellId => {
+        const index = indexOf(this._model(), cellId);
+        if (index >= 0) {
+          model.sharedModel.deleteCell(index);
+        }
+      }
+    };
+  }
 
   /** The notebook's path and metadata, or undefined once it is closed. */
   notebook(): INotebookMetadata | undefined {
@@ -79,8 +108,65 @@ export class NotebookCells implements ICellLookup {
   }
 }
 
-function reply(comm: Kernel.IComm, data: unknown, cells: ICellLookup): void {
-  const answer = handleRequest(data, cells, HELLO);
+/** The index of the cell in the notebook, or -1 (also once closed). */
+function indexOf(model: INotebookModel | null, cellId: string): number {
+  if (!model || model.isDisposed) {
+    return -1;
+  }
+  return Array.from(model.cells).findIndex(cell => cell.id === cellId);
+}
+
+function insertAfter(
+  model: INotebookModel,
+  afterId: string,
+  cellType: ProposalCellType,
+  source: string,
+  metadata: JSONObject
+): string {
+  const index = indexOf(model, afterId) + 1;
+  const cell = model.sharedModel.insertCell(index, {
+    cell_type: cellType,
+    source,
+    metadata
+  });
+  return cell.getId();
+}
+
+function proposalCell(cell: ICellModel): IProposalCell {
+  return {
+    getSource: () => cell.sharedModel.getSource(),
+    setSource: source => cell.sharedModel.setSource(source),
+    setMetadata: (key, value) => cell.setMetadata(key, value),
+    deleteMetadata: key => cell.deleteMetadata(key)
+  };
+}
+
+/**
+ * A signal that aborts when the comm closes: the kernel closes it, restarts,
+ * or the connection goes (which disposes the comm without calling onClose).
+ */
+function closedSignal(
+  kernel: Kernel.IKernelConnection,
+  comm: Kernel.IComm
+): AbortSignal {
+  const controller = new AbortController();
+  const abort = () => controller.abort();
+  const onStatus = (_: unknown, status: Kernel.Status) => {
+    if (['restarting', 'autorestarting', 'dead'].includes(status)) {
+      abort();
+    }
+  };
+  comm.onClose = abort;
+  kernel.statusChanged.connect(onStatus);
+  kernel.disposed.connect(abort);
+  controller.signal.addEventListener('abort', () => {
+    kernel.statusChanged.disconnect(onStatus);
+    kernel.disposed.disconnect(abort);
+  });
+  return controller.signal;
+}
+
+function send(comm: Kernel.IComm, answer: IAck): void {
   if (comm.isDisposed) {
     return;
   }
@@ -94,15 +180,47 @@ function reply(comm: Kernel.IComm, data: unknown, cells: ICellLookup): void {
   }
 }
 
-function openHandler(cells: ICellLookup) {
+/** Answer a request: at once, or (a proposal) once the user decides. */
+function reply(
+  comm: Kernel.IComm,
+  data: unknown,
+  cells: ICellLookup,
+  signal: AbortSignal
+): void {
+  const answer = handleRequest(data, cells, HELLO, signal);
+  if (answer instanceof Promise) {
+    answer
+      .then(later => {
+        if (later !== null && !signal.aborted) {
+          send(comm, later);
+        }
+      })
+      .catch(reason => console.warn('qloop: a proposal failed', reason));
+  } else {
+    send(comm, answer);
+  }
+}
+
+/** Let the comm answer the kernel's requests until it closes. */
+function serve(
+  kernel: Kernel.IKernelConnection,
+  comm: Kernel.IComm,
+  cells: ICellLookup
+): AbortSignal {
+  const signal = closedSignal(kernel, comm);
+  comm.onMsg = (message: KernelMessage.ICommMsgMsg) => {
+    reply(comm, message.content.data, cells, signal);
+  };
+  return signal;
+}
+
+function openHandler(kernel: Kernel.IKernelConnection, cells: ICellLookup) {
   return (comm: Kernel.IComm, msg: KernelMessage.ICommOpenMsg): void => {
-    comm.onMsg = (message: KernelMessage.ICommMsgMsg) => {
-      reply(comm, message.content.data, cells);
-    };
+    const signal = serve(kernel, comm, cells);
     // A request may ride on the open message itself.
     const data: unknown = msg.content.data;
     if (isJSONObject(data) && typeof data['op'] === 'string') {
-      reply(comm, data, cells);
+      reply(comm, data, cells, signal);
     }
   };
 }
@@ -115,7 +233,7 @@ function register(
   if (kernel && !kernel.isDisposed) {
     // The registry belongs to the connection and survives restarts; a second
     // registration on the same connection replaces the first.
-    kernel.registerCommTarget(COMM_TARGET, openHandler(cells));
+    kernel.registerCommTarget(COMM_TARGET, openHandler(kernel, cells));
     registerWaiting(kernel);
     trackLiveClient(kernel.clientId, {
       connect: slot => kernel.disposed.connect(slot)
@@ -128,11 +246,7 @@ function register(
           kernel,
           id => cells.findCell(id),
           COMM_TARGET,
-          comm => {
-            comm.onMsg = (message: KernelMessage.ICommMsgMsg) => {
-              reply(comm, message.content.data, cells);
-            };
-          }
+          comm => serve(kernel, comm, cells)
         )
       )
       .catch(reason => console.debug('qloop: no comms to take over', reason));
@@ -145,9 +259,13 @@ function register(
  */
 export function connectCommBridge(
   sessionContext: ISessionContext,
-  model: () => INotebookModel | null
+  model: () => INotebookModel | null,
+  board: ProposalBoard | null = null
 ): void {
-  const cells = new NotebookCells(model, () => sessionContext.path);
+  const cells = new NotebookCells(model, () => sessionContext.path, board);
+  if (board) {
+    rejectDeletedCells(model(), board, cells);
+  }
   register(sessionContext.session?.kernel, cells, sessionContext.ready);
   sessionContext.kernelChanged.connect((_, change) =>
     register(change.newValue, cells, sessionContext.ready)
@@ -156,6 +274,23 @@ export function connectCommBridge(
   sessionContext.ready
     .then(() => showSavedGrants(model()))
     .catch(reason => console.debug('qloop: no session', reason));
+}
+
+/** A waiting proposal whose cell the user deletes is rejected. */
+function rejectDeletedCells(
+  model: INotebookModel | null,
+  board: ProposalBoard,
+  cells: NotebookCells
+): void {
+  // A change of cell type deletes the cell and inserts one with the same id:
+  // look once both have happened.
+  model?.cells.changed.connect(() => {
+    setTimeout(() => {
+      if (!model.isDisposed) {
+        board.sweep(id => cells.findCell(id) !== undefined);
+      }
+    });
+  });
 }
 
 /** Tell the user, once on open, that the notebook saves approval grants. */

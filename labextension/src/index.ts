@@ -1,7 +1,8 @@
 /**
- * The qloop-kernel JupyterLab plugins: the comm bridge to the kernel, the
- * output mirror copied into cell metadata, and the agent-cell marker. (The
- * renderers of answers and saved turns are the MIME extension in `mime.ts`.)
+ * The qloop-kernel JupyterLab plugins: the comm bridge to the kernel with the
+ * agent's cell proposals, the output mirror copied into cell metadata, and
+ * the agent-cell marker. (The renderers of answers and saved turns are the
+ * MIME extension in `mime.ts`.)
  */
 import {
   JupyterFrontEnd,
@@ -18,22 +19,37 @@ import { TRANSLATION_DOMAIN } from './labels';
 import { trackMarkers } from './marker';
 import { trackMirrors } from './mirror';
 import { eachContext, eachPanel } from './notebooks';
+import { ProposalBoards, showProposals } from './proposalview';
 import { restorePlugin } from './restore';
 import { trackSource } from './source';
 import { trackSuperseded } from './supersede';
 /* eslint-enable jupyter/prefer-lazy-imports */
 
-/** Lets each notebook's kernel save records into that notebook's cell metadata. */
+/**
+ * Lets each notebook's kernel save records into that notebook's cell
+ * metadata, and shows the cells its agent proposes in every view of it.
+ */
 const commBridge: JupyterFrontEndPlugin<void> = {
   id: 'qloop-kernel:comm-bridge',
-  description: "Saves qloop agent turns into the cells' metadata.",
+  description:
+    "Saves qloop agent turns into the cells' metadata, and shows the cells the agent proposes.",
   autoStart: true,
   requires: [INotebookTracker],
-  activate: (app: JupyterFrontEnd, tracker: INotebookTracker) => {
+  optional: [ITranslator],
+  activate: (
+    app: JupyterFrontEnd,
+    tracker: INotebookTracker,
+    translator: ITranslator | null
+  ) => {
+    const trans = (translator ?? nullTranslator).load(TRANSLATION_DOMAIN);
+    const boards = new ProposalBoards();
     eachContext(tracker, context => {
       const model = () => (context.isDisposed ? null : context.model);
-      connectCommBridge(context.sessionContext, model);
+      connectCommBridge(context.sessionContext, model, boards.of(context));
     });
+    eachPanel(tracker, panel =>
+      showProposals(panel.content, boards.of(panel.context), trans)
+    );
   }
 };
 

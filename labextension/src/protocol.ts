@@ -3,16 +3,27 @@
  *
  * Every request carries an `op` and a `request_id`; every request gets exactly
  * one `ack` with the same `request_id`. A malformed request gets `ok: false`
- * with the reason and never throws. The kernel sends four operations: `hello`
+ * with the reason and never throws. The kernel sends five operations: `hello`
  * (which frontend and version is there, which operations it answers, and,
  * when the lookup reaches the notebook, its path and saved approval grants),
  * `set_metadata` (save a record in a cell), `set_notebook_metadata` (save the
- * approval grants in the notebook that holds the given cell) and
- * `read_notebook` (a bounded view of the notebook's cells and outputs).
+ * approval grants in the notebook that holds the given cell),
+ * `read_notebook` (a bounded view of the notebook's cells and outputs), and
+ * `propose` (a new cell or an edit of a cell, for the user to accept or
+ * reject). The ack of `propose` comes when the user decides; the others are
+ * answered at once. A proposal withdrawn because its comm or notebook closed
+ * gets no ack: the kernel takes the closed comm as a rejection.
  */
 import { JSONObject } from '@lumino/coreutils';
 
 import { ICellJSON, notebookView } from './notebookview';
+import {
+  DELETED_REASON,
+  IDecision,
+  IProposal,
+  ProposalBoard,
+  ProposalCellType
+} from './proposals';
 import { METADATA_KEY, isJSONObject } from './record';
 
 /** The metadata operation the bridge needs from a cell model. */
@@ -35,6 +46,30 @@ export interface ICellLookup {
   notebook?(): INotebookMetadata | undefined;
   /** Every cell as nbformat JSON, in order, when this lookup can reach the notebook. */
   cellsJSON?(): ICellJSON[] | undefined;
+  /** The notebook's cells as proposals change them, when this lookup can show proposals. */
+  proposals?(): IProposalNotebook | undefined;
+}
+
+/** A cell that a proposal reads and changes. */
+export interface IProposalCell extends ICellMetadata {
+  getSource(): string;
+  setSource(source: string): void;
+  deleteMetadata(key: string): void;
+}
+
+/** What a proposal needs from the notebook: its cells and where proposals wait. */
+export interface IProposalNotebook {
+  readonly board: ProposalBoard;
+  cell(cellId: string): IProposalCell | undefined;
+  /** Insert a cell right after the cell `afterId`; returns the new cell's id. */
+  insertCell(
+    afterId: string,
+    cellType: ProposalCellType,
+    source: string,
+    metadata: JSONObject
+  ): string;
+  /** Delete the cell; nothing happens when it is gone already. */
+  removeCell(cellId: string): void;
 }
 
 /** The reply to one request. */
@@ -44,12 +79,19 @@ export interface IAck extends JSONObject {
   ok: boolean;
 }
 
+/** What a request answers: an ack now, or later (null: no ack, the comm or notebook closed). */
+export type Answer = IAck | Promise<IAck | null>;
+
 /** Metadata keys a kernel may write. */
 export const WRITABLE_KEYS: readonly string[] = [METADATA_KEY];
 /** The notebook-level key of the saved approval grants (signed by the kernel). */
 export const GRANTS_KEY = 'qloop_grants';
 /** Notebook-level metadata keys a kernel may write. */
 export const NOTEBOOK_WRITABLE_KEYS: readonly string[] = [GRANTS_KEY];
+/** Cell metadata of a proposed new cell while it waits: `{id, kind, agent_cell}`. */
+export const PROPOSAL_KEY = 'qloop_proposal';
+/** Cell metadata of an accepted proposal: the provenance the kernel sent. */
+export const PROVENANCE_KEY = 'qloop_provenance';
 
 type RequestId = IAck['request_id'];
 
@@ -173,11 +215,169 @@ function readNotebook(data: JSONObject, cells: ICellLookup): JSONObject {
   return notebookView(path, all, cellIds, outputs) as unknown as JSONObject;
 }
 
+/** A field of the `proposal` object, or the refusal naming it. */
+function proposalString(
+  proposal: JSONObject,
+  field: string,
+  allowEmpty = false
+): string {
+  const value = proposal[field];
+  if (typeof value !== 'string' || (!allowEmpty && value.length === 0)) {
+    const what = allowEmpty ? 'a string' : 'a non-empty string';
+    throw new RequestError(`'proposal.${field}' must be ${what}`);
+  }
+  return value;
+}
+
+function proposalReasons(proposal: JSONObject): string[] {
+  const value = proposal['reasons'] ?? [];
+  if (!Array.isArray(value) || !value.every(line => typeof line === 'string')) {
+    throw new RequestError("'proposal.reasons' must be an array of strings");
+  }
+  return value as string[];
+}
+
+/** A cell named by a field of the proposal, which must be a cell of this notebook. */
+function proposalCell(
+  proposal: JSONObject,
+  field: string,
+  cells: ICellLookup
+): string {
+  const cellId = proposalString(proposal, field);
+  if (!cells.findCell(cellId)) {
+    throw new RequestError(`no cell with id ${cellId} ('proposal.${field}')`);
+  }
+  return cellId;
+}
+
+/** A validated `propose` request. */
+interface IProposeRequest {
+  proposal: IProposal;
+  /** The cell the new cell goes after (add). */
+  after: string;
+  provenance: JSONObject;
+}
+
+/** Check a `propose` request; throws the refusal of a malformed one. */
+function parsePropose(data: JSONObject, cells: ICellLookup): IProposeRequest {
+  const agentCell = requireString(data, 'cell_id');
+  requireCell(data, cells);
+  const proposal = data['proposal'];
+  if (!isJSONObject(proposal)) {
+    throw new RequestError("'proposal' must be a JSON object");
+  }
+  const id = proposalString(proposal, 'id');
+  const kind = proposal['kind'];
+  if (kind !== 'add' && kind !== 'edit') {
+    throw new RequestError(
+      `'proposal.kind' must be 'add' or 'edit', not ${JSON.stringify(kind ?? null)}`
+    );
+  }
+  const source = proposalString(proposal, 'source', true);
+  const risk = proposalString({ risk: '', ...proposal }, 'risk', true);
+  const reasons = proposalReasons(proposal);
+  const provenance = proposal['provenance'];
+  if (!isJSONObject(provenance)) {
+    throw new RequestError("'proposal.provenance' must be a JSON object");
+  }
+  let cellType: ProposalCellType = 'code';
+  let after = '';
+  let cellId = '';
+  if (kind === 'add') {
+    const type = proposal['cell_type'];
+    if (type !== 'code' && type !== 'markdown') {
+      throw new RequestError(
+        "'proposal.cell_type' must be 'code' or 'markdown'"
+      );
+    }
+    cellType = type;
+    after = proposalCell(proposal, 'after', cells);
+  } else {
+    cellId = proposalCell(proposal, 'target', cells);
+  }
+  return {
+    proposal: { id, kind, cellType, source, cellId, agentCell, risk, reasons },
+    after,
+    provenance
+  };
+}
+
+/** Apply the user's decision to the notebook; the ack's fields, or null when withdrawn. */
+function applyDecision(
+  notebook: IProposalNotebook,
+  proposal: IProposal,
+  provenance: JSONObject,
+  decision: IDecision | null
+): JSONObject | null {
+  const cell = notebook.cell(proposal.cellId);
+  if (decision?.decision === 'accepted' && cell) {
+    if (proposal.kind === 'add') {
+      cell.deleteMetadata(PROPOSAL_KEY);
+    } else {
+      cell.setSource(proposal.source);
+    }
+    cell.setMetadata(PROVENANCE_KEY, provenance);
+    return {
+      decision: 'accepted',
+      cell_id: proposal.cellId,
+      source: cell.getSource(),
+      reason: ''
+    };
+  }
+  // Rejected, withdrawn, or accepted after its cell was deleted: the new
+  // cell goes, an edited cell stays as it was.
+  if (proposal.kind === 'add') {
+    notebook.removeCell(proposal.cellId);
+  }
+  if (decision === null) {
+    return null;
+  }
+  const reason =
+    decision.decision === 'accepted' ? DELETED_REASON : decision.reason;
+  return { decision: 'rejected', cell_id: proposal.cellId, source: '', reason };
+}
+
+/**
+ * Show a proposal in the notebook and answer once the user decides: a new
+ * cell is inserted now (marked as proposed), an edit waits on its target.
+ */
+function propose(
+  data: JSONObject,
+  cells: ICellLookup,
+  signal?: AbortSignal
+): Promise<JSONObject | null> {
+  const request = parsePropose(data, cells);
+  const notebook = cells.proposals?.();
+  if (!notebook) {
+    throw new RequestError('this notebook view cannot show proposals');
+  }
+  const { id, agentCell } = request.proposal;
+  if (notebook.board.has(id)) {
+    throw new RequestError(`a proposal with id ${id} already waits`);
+  }
+  let proposal = request.proposal;
+  if (proposal.kind === 'add') {
+    const cellId = notebook.insertCell(
+      request.after,
+      proposal.cellType,
+      proposal.source,
+      { [PROPOSAL_KEY]: { id, kind: 'add', agent_cell: agentCell } }
+    );
+    proposal = { ...proposal, cellId };
+  }
+  return notebook.board
+    .present(proposal, signal)
+    .then(decision =>
+      applyDecision(notebook, proposal, request.provenance, decision)
+    );
+}
+
 type Operation = (
   data: JSONObject,
   cells: ICellLookup,
-  hello: JSONObject
-) => JSONObject;
+  hello: JSONObject,
+  signal?: AbortSignal
+) => JSONObject | Promise<JSONObject | null>;
 
 const OPERATIONS: Record<string, Operation> = {
   hello: (data, cells, hello) => ({
@@ -187,21 +387,32 @@ const OPERATIONS: Record<string, Operation> = {
   }),
   set_metadata: setMetadata,
   set_notebook_metadata: setNotebookMetadata,
-  read_notebook: readNotebook
+  read_notebook: readNotebook,
+  propose: (data, cells, hello, signal) => propose(data, cells, signal)
 };
+
+function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
 
 /**
  * Answer one request from the kernel.
  *
+ * Every operation but `propose` answers at once; `propose` answers with a
+ * promise of the ack, settled when the user decides, or of null when the
+ * proposal is withdrawn (`signal` aborts: the comm closed) and no ack goes.
+ *
  * @param data - the comm message's `data`, as received (untrusted).
  * @param cells - the cells of the notebook the kernel belongs to.
  * @param hello - what a `hello` request answers (frontend name and version).
+ * @param signal - aborts when the comm the request came on closes.
  */
 export function handleRequest(
   data: unknown,
   cells: ICellLookup,
-  hello: JSONObject
-): IAck {
+  hello: JSONObject,
+  signal?: AbortSignal
+): Answer {
   if (!isJSONObject(data)) {
     return refusal(null, 'a request must be a JSON object');
   }
@@ -214,9 +425,15 @@ export function handleRequest(
     return refusal(requestId, `unknown op ${JSON.stringify(op ?? null)}`);
   }
   try {
-    return ack(requestId, OPERATIONS[op](data, cells, hello));
+    const answer = OPERATIONS[op](data, cells, hello, signal);
+    if (answer instanceof Promise) {
+      return answer.then(
+        extra => (extra === null ? null : ack(requestId, extra)),
+        error => refusal(requestId, errorMessage(error))
+      );
+    }
+    return ack(requestId, answer);
   } catch (error) {
-    const message = error instanceof Error ? error.message : String(error);
-    return refusal(requestId, message);
+    return refusal(requestId, errorMessage(error));
   }
 }

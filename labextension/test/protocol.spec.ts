@@ -8,12 +8,9 @@ import { JSONObject } from '@lumino/coreutils';
 
 import { NotebookCells } from '../src/bridge';
 import { ICellJSON } from '../src/notebookview';
-import {
-  ICellLookup,
-  ICellMetadata,
-  WRITABLE_KEYS,
-  handleRequest
-} from '../src/protocol';
+import { ICellLookup, ICellMetadata, WRITABLE_KEYS } from '../src/protocol';
+
+import { handleNow as handleRequest } from './answers';
 
 /** A notebook with cells that only hold metadata. */
 class Cells implements ICellLookup {
@@ -43,7 +40,8 @@ const OPERATIONS = [
   'hello',
   'set_metadata',
   'set_notebook_metadata',
-  'read_notebook'
+  'read_notebook',
+  'propose'
 ];
 const RECORD: JSONObject = { schema_version: 1, status: 'completed' };
 

@@ -1,0 +1,148 @@
+/**
+ * The proposals of the agent that wait for the user in one notebook.
+ *
+ * The comm bridge presents a proposal and waits for its decision; the
+ * notebook views show a bar on the proposal's cell and decide it when the
+ * user clicks. A proposal is withdrawn, without a decision, when the comm it
+ * came on closes or the notebook closes.
+ */
+
+/** The cell type of a proposed new cell. */
+export type ProposalCellType = 'code' | 'markdown';
+
+/** A proposal as the user sees it. */
+export interface IProposal {
+  /** Unique among the waiting proposals of the notebook. */
+  readonly id: string;
+  readonly kind: 'add' | 'edit';
+  readonly cellType: ProposalCellType;
+  /** The proposed source. */
+  readonly source: string;
+  /** The cell the bar sits on: the inserted cell (add) or the target (edit). */
+  readonly cellId: string;
+  /** The agent cell whose turn made the proposal. */
+  readonly agentCell: string;
+  /** The risk class of the code, or '' (markdown). */
+  readonly risk: string;
+  readonly reasons: readonly string[];
+}
+
+/** What the user decided. */
+export interface IDecision {
+  decision: 'accepted' | 'rejected';
+  /** What the user typed when rejecting, or ''. */
+  reason: string;
+}
+
+/** The reason given when the user deletes the cell of a waiting proposal. */
+export const DELETED_REASON = 'the user deleted the cell';
+
+interface IWaiting {
+  proposal: IProposal;
+  settle: (decision: IDecision | null) => void;
+}
+
+/** The waiting proposals of one notebook. */
+export class ProposalBoard {
+  private readonly _waiting = new Map<string, IWaiting>();
+  private readonly _listeners = new Set<() => void>();
+  private _disposed = false;
+
+  /** The waiting proposals, in the order they came. */
+  get waiting(): IProposal[] {
+    return Array.from(this._waiting.values(), entry => entry.proposal);
+  }
+
+  /** Whether a proposal with this id waits. */
+  has(proposalId: string): boolean {
+    return this._waiting.has(proposalId);
+  }
+
+  /** How many proposals of this agent cell wait. */
+  countFor(agentCell: string): number {
+    return this.waiting.filter(proposal => proposal.agentCell === agentCell)
+      .length;
+  }
+
+  /** Call `listener` whenever a proposal comes or goes; returns the disconnect. */
+  onChanged(listener: () => void): () => void {
+    this._listeners.add(listener);
+    return () => this._listeners.delete(listener);
+  }
+
+  /**
+   * Show a proposal until the user decides it. Resolves with the decision,
+   * or with null when the proposal is withdrawn (the signal aborts or the
+   * board is disposed).
+   */
+  present(
+    proposal: IProposal,
+    signal?: AbortSignal
+  ): Promise<IDecision | null> {
+    if (this._disposed || signal?.aborted) {
+      return Promise.resolve(null);
+    }
+    if (this._waiting.has(proposal.id)) {
+      return Promise.reject(
+        new Error(`a proposal with id ${proposal.id} already waits`)
+      );
+    }
+    return new Promise(resolve => {
+      const withdraw = () => this._settle(proposal.id, null);
+      signal?.addEventListener('abort', withdraw);
+      this._waiting.set(proposal.id, {
+        proposal,
+        settle: decision => {
+          signal?.removeEventListener('abort', withdraw);
+          resolve(decision);
+        }
+      });
+      this._emit();
+    });
+  }
+
+  /** Decide one waiting proposal; nothing happens for one that no longer waits. */
+  decide(proposalId: string, decision: IDecision): void {
+    this._settle(proposalId, decision);
+  }
+
+  /** Decide every waiting proposal of the agent cell. */
+  decideAll(agentCell: string, decision: IDecision): void {
+    this.waiting
+      .filter(proposal => proposal.agentCell === agentCell)
+      .forEach(proposal => this._settle(proposal.id, decision));
+  }
+
+  /** Reject the waiting proposals whose cell is gone (the user deleted it). */
+  sweep(cellExists: (cellId: string) => boolean): void {
+    this.waiting
+      .filter(proposal => !cellExists(proposal.cellId))
+      .forEach(proposal =>
+        this._settle(proposal.id, {
+          decision: 'rejected',
+          reason: DELETED_REASON
+        })
+      );
+  }
+
+  /** Withdraw every waiting proposal: the notebook is closing. */
+  dispose(): void {
+    this._disposed = true;
+    Array.from(this._waiting.keys()).forEach(id => this._settle(id, null));
+    this._listeners.clear();
+  }
+
+  private _settle(proposalId: string, decision: IDecision | null): void {
+    const entry = this._waiting.get(proposalId);
+    if (!entry) {
+      return;
+    }
+    this._waiting.delete(proposalId);
+    entry.settle(decision);
+    this._emit();
+  }
+
+  private _emit(): void {
+    this._listeners.forEach(listener => listener());
+  }
+}
