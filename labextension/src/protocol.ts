@@ -10,8 +10,9 @@
  * approval grants in the notebook that holds the given cell),
  * `read_notebook` (a bounded view of the notebook's cells and outputs), and
  * `propose` (a new cell or an edit of a cell, for the user to accept or
- * reject). The ack of `propose` comes when the user decides; the others are
- * answered at once. A proposal withdrawn because its comm or notebook closed
+ * reject). The ack of `propose` comes when the user decides (or at once for
+ * a proposal the kernel sends already accepted, `accepted: true`, by its
+ * approval policy or a grant); the others are answered at once. A proposal withdrawn because its comm or notebook closed
  * gets no ack: the kernel takes the closed comm as a rejection.
  */
 import { JSONObject } from '@lumino/coreutils';
@@ -256,6 +257,8 @@ interface IProposeRequest {
   /** The cell the new cell goes after (add). */
   after: string;
   provenance: JSONObject;
+  /** Accepted already (by the approval policy or a grant): applied without asking. */
+  accepted: boolean;
 }
 
 /** Check a `propose` request; throws the refusal of a malformed one. */
@@ -280,6 +283,10 @@ function parsePropose(data: JSONObject, cells: ICellLookup): IProposeRequest {
   if (!isJSONObject(provenance)) {
     throw new RequestError("'proposal.provenance' must be a JSON object");
   }
+  const accepted = proposal['accepted'] ?? false;
+  if (typeof accepted !== 'boolean') {
+    throw new RequestError("'proposal.accepted' must be a boolean");
+  }
   let cellType: ProposalCellType = 'code';
   let after = '';
   let cellId = '';
@@ -298,7 +305,37 @@ function parsePropose(data: JSONObject, cells: ICellLookup): IProposeRequest {
   return {
     proposal: { id, kind, cellType, source, cellId, agentCell, risk, reasons },
     after,
-    provenance
+    provenance,
+    accepted
+  };
+}
+
+/** Apply an accepted proposal; the ack's fields (rejected when its cell is gone). */
+function accept(
+  notebook: IProposalNotebook,
+  proposal: IProposal,
+  provenance: JSONObject
+): JSONObject {
+  const cell = notebook.cell(proposal.cellId);
+  if (!cell) {
+    return {
+      decision: 'rejected',
+      cell_id: proposal.cellId,
+      source: '',
+      reason: DELETED_REASON
+    };
+  }
+  if (proposal.kind === 'add') {
+    cell.deleteMetadata(PROPOSAL_KEY);
+  } else {
+    cell.setSource(proposal.source);
+  }
+  cell.setMetadata(PROVENANCE_KEY, provenance);
+  return {
+    decision: 'accepted',
+    cell_id: proposal.cellId,
+    source: cell.getSource(),
+    reason: ''
   };
 }
 
@@ -309,43 +346,34 @@ function applyDecision(
   provenance: JSONObject,
   decision: IDecision | null
 ): JSONObject | null {
-  const cell = notebook.cell(proposal.cellId);
-  if (decision?.decision === 'accepted' && cell) {
-    if (proposal.kind === 'add') {
-      cell.deleteMetadata(PROPOSAL_KEY);
-    } else {
-      cell.setSource(proposal.source);
-    }
-    cell.setMetadata(PROVENANCE_KEY, provenance);
-    return {
-      decision: 'accepted',
-      cell_id: proposal.cellId,
-      source: cell.getSource(),
-      reason: ''
-    };
+  if (decision?.decision === 'accepted') {
+    return accept(notebook, proposal, provenance);
   }
-  // Rejected, withdrawn, or accepted after its cell was deleted: the new
-  // cell goes, an edited cell stays as it was.
+  // Rejected or withdrawn: the new cell goes, an edited cell stays as it was.
   if (proposal.kind === 'add') {
     notebook.removeCell(proposal.cellId);
   }
   if (decision === null) {
     return null;
   }
-  const reason =
-    decision.decision === 'accepted' ? DELETED_REASON : decision.reason;
-  return { decision: 'rejected', cell_id: proposal.cellId, source: '', reason };
+  return {
+    decision: 'rejected',
+    cell_id: proposal.cellId,
+    source: '',
+    reason: decision.reason
+  };
 }
 
 /**
  * Show a proposal in the notebook and answer once the user decides: a new
  * cell is inserted now (marked as proposed), an edit waits on its target.
+ * A proposal accepted already is applied and answered at once.
  */
 function propose(
   data: JSONObject,
   cells: ICellLookup,
   signal?: AbortSignal
-): Promise<JSONObject | null> {
+): JSONObject | Promise<JSONObject | null> {
   const request = parsePropose(data, cells);
   const notebook = cells.proposals?.();
   if (!notebook) {
@@ -357,13 +385,17 @@ function propose(
   }
   let proposal = request.proposal;
   if (proposal.kind === 'add') {
+    const mark = { id, kind: 'add', agent_cell: agentCell };
     const cellId = notebook.insertCell(
       request.after,
       proposal.cellType,
       proposal.source,
-      { [PROPOSAL_KEY]: { id, kind: 'add', agent_cell: agentCell } }
+      request.accepted ? {} : { [PROPOSAL_KEY]: mark }
     );
     proposal = { ...proposal, cellId };
+  }
+  if (request.accepted) {
+    return accept(notebook, proposal, request.provenance);
   }
   return notebook.board
     .present(proposal, signal)

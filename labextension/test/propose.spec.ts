@@ -365,6 +365,11 @@ describe('propose', () => {
       "'proposal.risk' must be a string"
     ],
     [
+      'an accepted flag that is not a boolean',
+      addRequest({ accepted: 'yes' }),
+      "'proposal.accepted' must be a boolean"
+    ],
+    [
       'no provenance',
       addRequest({ provenance: undefined } as unknown as JSONObject),
       "'proposal.provenance' must be a JSON object"
@@ -386,6 +391,41 @@ describe('propose', () => {
       error
     });
     expect(notebook.snapshot()).toBe(before);
+    expect(notebook.board.waiting).toEqual([]);
+  });
+
+  it('applies at once a new cell accepted already, without asking', () => {
+    const ack = answerNow(
+      handleRequest(addRequest({ accepted: true }), notebook, HELLO)
+    );
+    expect(ack).toEqual({
+      op: 'ack',
+      request_id: 'r-p1',
+      ok: true,
+      decision: 'accepted',
+      cell_id: 'new-0',
+      source: 'df = df.dropna()\nplot(df)\n',
+      reason: ''
+    });
+    expect(notebook.cells[2].metadata).toEqual({
+      [PROVENANCE_KEY]: PROVENANCE
+    });
+    expect(notebook.board.waiting).toEqual([]);
+  });
+
+  it('applies at once an edit accepted already', () => {
+    const ack = answerNow(
+      handleRequest(editRequest({ accepted: true }), notebook, HELLO)
+    );
+    expect(ack).toMatchObject({
+      ok: true,
+      decision: 'accepted',
+      cell_id: 'data',
+      source: 'print(2)'
+    });
+    expect(notebook.findCell('data')!.metadata).toEqual({
+      [PROVENANCE_KEY]: PROVENANCE
+    });
     expect(notebook.board.waiting).toEqual([]);
   });
 
