@@ -134,15 +134,25 @@ function rejectForm(
     buttons.hidden = false;
     opener?.focus();
   };
+  const submit = () =>
+    decide({ decision: 'rejected', reason: input.value.trim() }, all);
   form.addEventListener('submit', event => {
     event.preventDefault();
-    decide({ decision: 'rejected', reason: input.value.trim() }, all);
+    submit();
   });
   cancel.addEventListener('click', close);
   form.addEventListener('keydown', event => {
     if (event.key === 'Escape') {
       event.preventDefault();
       close();
+    } else if (
+      event.key === 'Enter' &&
+      event.target === input &&
+      !event.isComposing
+    ) {
+      // In a notebook the browser's implicit submission does not happen.
+      event.preventDefault();
+      submit();
     }
   });
   const open = (rejectAll: boolean, from: HTMLElement) => {

@@ -166,7 +166,9 @@ describe('proposalBar', () => {
     expect(document.activeElement).toBe(input);
     expect(get('.qloop-proposal-confirm').textContent).toBe('Reject');
     input.value = '  keep the NaNs ';
-    form.dispatchEvent(new Event('submit', { cancelable: true }));
+    input.dispatchEvent(
+      new KeyboardEvent('keydown', { key: 'Enter', bubbles: true })
+    );
     expect(decisions).toEqual([
       [{ decision: 'rejected', reason: 'keep the NaNs' }, false]
     ]);
