@@ -1,0 +1,164 @@
+/**
+ * Cell proposals in JupyterLab and Notebook 7, Light and Dark: the agent's
+ * add_cell shows a new cell with its diff and Accept / Reject; what the user
+ * changes in the cell before accepting is what the model is told, and the
+ * accepted cell is an ordinary cell that keeps its provenance; a rejected
+ * proposal leaves the notebook's cells as they were, and its reason reaches
+ * the model.
+ *
+ * agent_cell.ipynb: cell 0 loads the extension, cell 1 is the agent cell,
+ * cell 2 prints `y + 1`.
+ */
+import { Locator, Page } from '@playwright/test';
+
+import {
+  IStandIn,
+  StandInItem,
+  expect,
+  test,
+  toolResults,
+  waitForIdleKernel
+} from './fixtures';
+import {
+  runAll as runAll7,
+  test as test7,
+  waitForIdleKernel as waitForIdle7
+} from './nb7';
+
+const NOTEBOOK = 'agent_cell.ipynb';
+const THEMES = ['JupyterLab Light', 'JupyterLab Dark'];
+const PROPOSED = 'z = 7';
+
+const PROPOSE: StandInItem[] = [
+  {
+    content: [
+      { type: 'text', text: 'I propose one cell.' },
+      { type: 'tool_use', name: 'add_cell', input: { source: PROPOSED } }
+    ]
+  },
+  { content: 'Proposed.' }
+];
+
+/** The text of the first tool result the model was sent. */
+async function resultText(standIn: IStandIn): Promise<string> {
+  await expect.poll(async () => (await standIn.requests()).length).toBe(2);
+  const [result] = toolResults((await standIn.requests())[1]);
+  const content = result.content;
+  return typeof content === 'string'
+    ? content
+    : content.map((block: { text?: string }) => block.text ?? '').join('');
+}
+
+/** Run the agent cell (cell 1) and wait for its proposal bar. */
+async function proposalOf(page: Page, runAgentCell: () => Promise<void>): Promise<Locator> {
+  await runAgentCell();
+  const bar = page.locator('.qloop-proposal');
+  await expect(bar).toBeVisible({ timeout: 60000 });
+  await expect(bar).toContainText('Proposed by the agent · new cell');
+  await expect(bar.locator('.qloop-proposal-diff')).toContainText(`+${PROPOSED}`);
+  return bar;
+}
+
+/** The sources of the notebook's cells, as the page's model holds them. */
+async function sources(page: Page): Promise<string[]> {
+  return page.evaluate(() => {
+    const cells = Array.from(
+      document.querySelectorAll('.jp-Notebook .jp-Cell .jp-InputArea-editor')
+    );
+    return cells.map(cell => (cell.textContent ?? '').trim());
+  });
+}
+
+async function acceptWithAnEdit(page: Page, standIn: IStandIn): Promise<void> {
+  const bar = page.locator('.qloop-proposal');
+  const proposed = page.locator('.jp-Cell.qloop-proposed-cell');
+  // The user changes the proposed cell before accepting it.
+  await proposed.locator('.cm-content').click();
+  await page.keyboard.press('End');
+  await page.keyboard.type(' + 1');
+  await bar.locator('button.qloop-proposal-accept').click();
+  await expect(bar).toHaveCount(0);
+  const text = await resultText(standIn);
+  expect(text).toContain('the user edited the input before approving');
+  expect(text).toContain('z = 7 + 1');
+  expect(text).toMatch(/accepted: added cell \S+ after agent by the user/);
+  await expect(page.locator('.jp-Cell.qloop-proposed-cell')).toHaveCount(0);
+  expect(await sources(page)).toContain('z = 7 + 1');
+}
+
+async function rejectWithAReason(page: Page, standIn: IStandIn): Promise<void> {
+  const bar = page.locator('.qloop-proposal');
+  const before = (await sources(page)).filter(s => s !== PROPOSED);
+  await bar.locator('button.qloop-proposal-reject').click();
+  await bar.locator('.qloop-proposal-reason-input').fill('not needed');
+  await bar.locator('button.qloop-proposal-confirm').click();
+  await expect(bar).toHaveCount(0);
+  expect(await resultText(standIn)).toContain('not needed');
+  expect(await sources(page)).toEqual(before);
+}
+
+for (const theme of THEMES) {
+  test.describe(`JupyterLab proposals (${theme})`, () => {
+    test('accepting a proposed cell with an edit tells the model what was kept', async ({
+      page,
+      openNotebook,
+      runAll,
+      saveAndRead,
+      standIn
+    }) => {
+      await standIn.reset(PROPOSE);
+      const serverPath = await openNotebook(NOTEBOOK);
+      await page.theme.setTheme(theme);
+      await proposalOf(page, () => runAll({ wait: false }));
+      await acceptWithAnEdit(page, standIn);
+      await waitForIdleKernel(page);
+      // An ordinary cell right after the agent cell, with its signed provenance.
+      const file = await saveAndRead(serverPath);
+      const ids = file.cells.map(c => c.id);
+      expect(ids.slice(0, 2)).toEqual(['load', 'agent']);
+      expect(ids[ids.length - 1]).toBe('after');
+      const kept = file.cells[2];
+      expect(kept.cell_type).toBe('code');
+      expect(kept.metadata.qloop_proposal).toBeUndefined();
+      expect(kept.metadata.qloop_provenance.agent_cell).toBe('agent');
+      expect(kept.metadata.qloop_provenance.signature).toBeTruthy();
+    });
+
+    test('rejecting a proposed cell leaves the cells as they were', async ({
+      page,
+      openNotebook,
+      runAll,
+      saveAndRead,
+      standIn
+    }) => {
+      await standIn.reset(PROPOSE);
+      const serverPath = await openNotebook(NOTEBOOK);
+      await page.theme.setTheme(theme);
+      await proposalOf(page, () => runAll({ wait: false }));
+      await rejectWithAReason(page, standIn);
+      await waitForIdleKernel(page);
+      const file = await saveAndRead(serverPath);
+      expect(file.cells.map(c => c.id)).toEqual(['load', 'agent', 'after']);
+      for (const cell of file.cells) {
+        expect(cell.metadata.qloop_proposal).toBeUndefined();
+        expect(cell.metadata.qloop_provenance).toBeUndefined();
+      }
+    });
+  });
+}
+
+test7(
+  'Notebook 7: a proposed cell is accepted with an edit, at 360 px',
+  async ({ notebook7, standIn }) => {
+    const page = notebook7.page;
+    await page.setViewportSize({ width: 360, height: 800 });
+    await standIn.reset(PROPOSE);
+    await notebook7.open(NOTEBOOK);
+    await proposalOf(page, () => runAll7(page, { wait: false }));
+    const bar = page.locator('.qloop-proposal');
+    const box = await bar.boundingBox();
+    expect(box!.width).toBeLessThanOrEqual(360);
+    await acceptWithAnEdit(page, standIn);
+    await waitForIdle7(page);
+  }
+);
