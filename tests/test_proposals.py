@@ -72,6 +72,13 @@ def test_qloop_run_under_auto_writes_accepted_proposals_into_the_notebook_withou
     assert "qloop run: changed cell plot" in progress
     record = load_record(nb.cells[1].metadata["qloop"])
     assert [c.decision.kind for c in record.tool_calls] == ["auto", "auto", "auto"]
+    from qloop_kernel.headless.show import step_entry
+    from qloop_kernel.records.html import to_html
+    from qloop_kernel.records.text import to_markdown
+
+    assert f"```python\n{CLEAN}\n```" in to_markdown(record)  # the proposal's source as code
+    assert step_entry(record.tool_calls[1], False)["code"] == CLEAN
+    assert "dropna" in to_html(record) and '"source"' not in to_html(record)
     assert nbformat.validate(nb) is None
 
 

@@ -281,11 +281,15 @@ function readChanges(value: unknown): IVariableChange[] | null {
 function readToolCall(value: unknown): IToolCall {
   const call = objectOrEmpty(value);
   const input = call['input'];
-  const code = isJSONObject(input) ? stringOrNull(input['code']) : null;
+  // The code the step's card showed: a code step's `code`, a cell proposal's
+  // `source` (records/schema.py shown_code says the same).
+  const name = stringOrNull(call['name']);
+  const field = name === 'add_cell' || name === 'edit_cell' ? 'source' : 'code';
+  const code = isJSONObject(input) ? stringOrNull(input[field]) : null;
   const decision = decisionOf(call['decision']);
   const images = Array.isArray(call['images']) ? call['images'] : [];
   return {
-    name: stringOrNull(call['name']),
+    name,
     code,
     inputJson: JSON.stringify(input ?? null, null, 2),
     decision,

@@ -191,6 +191,22 @@ describe('readRecord', () => {
     expect(record.refusal).toBeNull();
   });
 
+  it("shows a cell proposal's source as its code, and no other field", () => {
+    const record = read({
+      schema_version: 1,
+      tool_calls: [
+        { name: 'add_cell', input: { source: 'z = 7', code: 'x = 1' } },
+        { name: 'edit_cell', input: { cell_id: 'a', source: 'y = 2' } },
+        { name: 'run_code', input: { source: 'not code' } }
+      ]
+    });
+    expect(record.toolCalls.map(call => call.code)).toEqual([
+      'z = 7',
+      'y = 2',
+      null
+    ]);
+  });
+
   it('keeps the readable items of the egress list', () => {
     const record = read({
       schema_version: 1,

@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from ..records import METADATA_KEY, CellRecord, RecordError, ToolCallRecord, load_record
+from ..records.schema import shown_code
 from ..redact import redact_text
 from ..text import clip
 from .files import EXIT_FAILED, EXIT_OK
@@ -77,8 +78,8 @@ def record_entry(record: CellRecord) -> dict[str, Any]:
 
 
 def step_entry(call: ToolCallRecord, replays: bool) -> dict[str, Any]:
-    code = call.input.get("code")
-    shown = code if isinstance(code, str) else json.dumps(call.input, ensure_ascii=False)
+    code = shown_code(call)
+    shown = code if code is not None else json.dumps(call.input, ensure_ascii=False)
     return {
         "tool": call.name,
         "risk": risk_of(call),

@@ -12,7 +12,7 @@ import html
 import json
 
 from ..markup import code_html, markdown_html
-from .schema import CellRecord, ToolCallRecord
+from .schema import CellRecord, ToolCallRecord, shown_code
 from .text import usage_line
 
 TRANSCRIPT_CLASS = "qloop-transcript"
@@ -43,8 +43,8 @@ def _call_html(call: ToolCallRecord) -> str:
     decision = call.decision.kind + (f": {call.decision.reason}" if call.decision.reason else "")
     failed = " · failed" if call.is_error else ""
     title = f"<code>{html.escape(call.name)}</code> — {html.escape(decision + failed)}"
-    code = call.input.get("code")
-    if isinstance(code, str):
+    code = shown_code(call)
+    if code is not None:
         body = code_html(code.rstrip())
     else:
         body = f"<pre><code>{html.escape(json.dumps(call.input, ensure_ascii=False))}</code></pre>"

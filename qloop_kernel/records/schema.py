@@ -76,6 +76,14 @@ class ToolCallRecord(_Strict):
     changes: list[VariableChange] | None = None
 
 
+def shown_code(call: ToolCallRecord) -> str | None:
+    """The code a step's card showed: a code step's ``code``, a cell proposal's ``source``; None
+    for a call whose input is not code (shown as JSON). Every view of a record shows this."""
+    field = "source" if call.name in ("add_cell", "edit_cell") else "code"
+    value = call.input.get(field)
+    return value if isinstance(value, str) else None
+
+
 class UsageRecord(_Strict):
     input_tokens: int = Field(0, ge=0)
     output_tokens: int = Field(0, ge=0)

@@ -6,7 +6,7 @@ import json
 
 from ..text import counted
 from ..visible import as_shown
-from .schema import CellRecord
+from .schema import CellRecord, shown_code
 
 
 def usage_line(record: CellRecord) -> str:
@@ -41,8 +41,8 @@ def to_markdown(record: CellRecord) -> str:
             f": {call.decision.reason}" if call.decision.reason else ""
         )
         lines += ["", f"**{index}. `{call.name}`** — {decision}"]
-        code = call.input.get("code")
-        if isinstance(code, str):
+        code = shown_code(call)
+        if code is not None:
             lines += ["```python", as_shown(code.rstrip()), "```"]  # as the card shows it
         else:
             lines += ["```json", json.dumps(call.input, ensure_ascii=False), "```"]
