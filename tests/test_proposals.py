@@ -175,3 +175,27 @@ def test_without_a_page_that_shows_proposals_the_tools_are_not_offered(lab: Any,
     assert lab.complete(cell, 60)["content"]["status"] == "ok"
     names = [t["name"] for t in api.requests[0].body["tools"]]
     assert "add_cell" not in names and "edit_cell" not in names
+
+
+def test_a_replay_does_not_propose_again_and_says_where_each_cell_is_now():
+    nb, _, _ = run_headless("auto")
+    first = proposed_cell_id("agent", 1, "## Cleaning")
+    second = proposed_cell_id("agent", 2, CLEAN)
+    nb.cells = [c for c in nb.cells if c.get("id") != first]  # the user deleted one
+    next(c for c in nb.cells if c.get("id") == second).source = CLEAN + "  # mine"  # edited one
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    progress = io.StringIO()
+    with StandInAPI([]) as api:  # a replay asks no model
+        env = {**os.environ, **api.environment(), "QLOOP_APPROVAL": "auto"}
+        client = AgentNotebookClient(nb, progress=progress, timeout=120)
+        client.execute(env=env)
+        client.apply_proposals()
+        assert api.requests == []
+    assert [c.get("id") for c in nb.cells] == ["setup", "agent", second, "plot"]  # nothing added
+    shown = "\n".join(str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", ""))
+                      for o in nb.cells[1].outputs)  # fmt: skip
+    assert f"cell {first}, added by this turn, was deleted since" in shown
+    assert f"cell {second}, added by this turn, was edited since" in shown
+    assert "cell plot, changed by this turn, is in the notebook as accepted" in shown

@@ -190,6 +190,17 @@ class KernelAgent:
                 line(f"{call.name}: the saved result is shown; the call was not repeated (only "
                      "read-only tools of a connected server are)", "warn")  # fmt: skip
 
+    def _note_proposals(self, record: CellRecord, cell: CellContext) -> None:
+        """A replay does not propose the saved turn's cells again: the cell says where each one
+        it added or changed is now (kept as accepted, edited since, deleted since)."""
+        from .display import line
+        from .proposals import where_now
+
+        source = self.notebook_source(cell)
+        view = source(None, False) if source is not None else None
+        for note in where_now(record, view):
+            line(note, "warn")
+
     def replay_runtime(self) -> ToolRuntime:
         """The turn's tools; their approval was given once, by the replay's card or policy."""
         from ..permissions import AutoApprover
@@ -270,6 +281,7 @@ class KernelAgent:
 
                 self.load_notebook_grants(cell)
                 self._note_unrepeated(record)
+                self._note_proposals(record, cell)
                 replay(self, record, replay_policy(self.base_settings, cell), cell)
                 return None
         return self.run_turn(prompt, options.settings, cell, options.attach)

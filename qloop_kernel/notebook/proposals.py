@@ -14,11 +14,13 @@ applies the accepted proposals of the record to the output notebook (``headless/
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import ToolFailure
+from ..notebook_view import SOURCE_CHARS
 from ..permissions import Approve, ApproveEdited, Deny
 from ..records import signing
 from ..tools.risk import Assessment, Reason
@@ -26,6 +28,7 @@ from ..tools.runtime import Tool
 
 if TYPE_CHECKING:
     from ..permissions import ApprovalRequest, Approver, Decision
+    from ..records import CellRecord
     from .notebook_grants import NotebookGrantStore
 
 PROPOSAL_TOOLS = ("add_cell", "edit_cell")
@@ -170,6 +173,45 @@ class CellProposals:
         return proposed_cell_id(self.agent_cell or "", len(self.added) + 1, source)
 
 
+_ADDED = re.compile(r"added cell (\S+) after ")
+
+
+def where_now(record: CellRecord, view: Mapping[str, Any] | None) -> list[str]:
+    """For a replay: one line per cell the saved turn added or changed, saying whether the
+    notebook (``view``, from read_notebook; None: unknown) still has it as accepted."""
+    made = [c for c in record.tool_calls
+            if c.name in PROPOSAL_TOOLS and not c.is_error and c.decision.kind != "denied"]  # fmt: skip
+    if not made:
+        return []
+    if view is None:
+        return [f"this turn made {len(made)} proposed cells; the replay does not propose them again"
+                if len(made) > 1 else
+                "this turn made a proposed cell; the replay does not propose it again"]  # fmt: skip
+    cells = {str(c.get("id")): c for c in view.get("cells") or [] if isinstance(c, Mapping)}
+    notes = []
+    for call in made:
+        found = _ADDED.search(call.output_summary) if call.name == "add_cell" else None
+        cell_id = found.group(1) if found else str(call.input.get("cell_id", ""))
+        if not cell_id:
+            continue
+        what = "added" if call.name == "add_cell" else "changed"
+        source = str(call.input.get("source", ""))
+        now = cells.get(cell_id)
+        if now is None:
+            state = "was deleted since"
+        elif (
+            now.get("source_chars") != len(source)
+            or now.get("source") != source[:SOURCE_CHARS]
+        ):
+            state = "was edited since; the replay leaves it as it is"
+        else:
+            state = "is in the notebook as accepted"
+        notes.append(
+            f"cell {cell_id}, {what} by this turn, {state}; the replay does not propose it again"
+        )
+    return notes
+
+
 def _by_user(answer: Mapping[str, Any] | None, edited: bool) -> str:
     if answer is None:
         return " (by the approval policy; qloop run writes it into the output notebook)"
@@ -222,7 +264,9 @@ def proposal_tools(proposals: CellProposals) -> list[Tool]:
 
     def classify(input: dict[str, Any]) -> Assessment:
         kind = str(input.get("cell_type", "code"))
-        code = proposals.classify_code({"code": input.get("source", "")}) if kind == "code" else None
+        code = (
+            proposals.classify_code({"code": input.get("source", "")}) if kind == "code" else None
+        )
         return _notebook_edit(code, kind)
 
     return [
