@@ -7,6 +7,7 @@ import { TranslationBundle } from '@jupyterlab/translation';
 
 import { lineDiff } from './linediff';
 import { IDecision, IProposal } from './proposals';
+import { shownNodes } from './visible';
 
 /** Class of the bar. */
 export const BAR_CLASS = 'qloop-proposal';
@@ -66,7 +67,11 @@ export function renderDiff(
   };
   for (const line of lineDiff(before, after)) {
     const [mark, className] = marks[line.kind];
-    pre.appendChild(element('span', className, mark + line.text));
+    // Every character that would run, as the approval card shows code: an
+    // invisible or confusable character and a long run of blanks are marked.
+    const span = element('span', className, mark);
+    span.appendChild(shownNodes(pre.ownerDocument, line.text, trans));
+    pre.appendChild(span);
   }
   return pre;
 }

@@ -15,6 +15,7 @@ import {
   updateDiff
 } from '../src/proposalbar';
 import { IDecision, IProposal } from '../src/proposals';
+import { charMark, runMark } from '../src/visible';
 
 const trans = nullTranslator.load('qloop');
 const EVIL = '<img src=x onerror="window.hacked = 1">';
@@ -112,6 +113,17 @@ describe('proposalBar', () => {
     expect(bar.textContent).toContain(`+${EVIL}`);
     expect(bar.textContent).toContain(`class: ${EVIL}`);
     expect(bar.querySelector('.qloop-proposal-reason')!.textContent).toBe(EVIL);
+  });
+
+  it('shows every character that would run, as the approval card does', () => {
+    const hidden = 'harmless = 1' + ' '.repeat(400) + '; HIDDEN_TAIL = 1';
+    const { bar } = render({ source: `${hidden}\nx\u200b = 2` });
+    const text = bar.querySelector(`.${DIFF_CLASS}`)!.textContent!;
+    expect(text).toContain(
+      `+harmless = 1${runMark(' '.repeat(400))}; HIDDEN_TAIL = 1`
+    );
+    expect(text).toContain(`+x${charMark('\u200b')} = 2`);
+    expect(bar.querySelectorAll(`.${DIFF_CLASS} .qloop-mark`).length).toBe(2);
   });
 
   it('marks the alarming classes', () => {
