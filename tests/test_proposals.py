@@ -17,6 +17,7 @@ from qloop_kernel.notebook.proposals import PROVENANCE_KEY, proposed_cell_id
 from qloop_kernel.records import load_record
 from qloop_kernel.testing import Reply, StandInAPI, text, tool_use
 from tests.agent_outputs import result_text, saved_record, tool_results
+from tests.test_read_notebook import OPERATIONS, answer_hello
 
 pytestmark = pytest.mark.kernel
 
@@ -94,26 +95,6 @@ def test_qloop_run_under_readonly_rejects_every_proposal_and_leaves_the_cells_as
 
 # -- a page whose extension shows proposals, played by the test -------------------------------------
 
-OPERATIONS = ["hello", "set_metadata", "set_notebook_metadata", "read_notebook", "propose"]
-
-
-def answer_hello(lab: Any, parent: str) -> str:
-    def opened() -> dict[str, Any] | None:
-        for message in lab.messages(parent, "comm_open"):
-            content = message["content"]
-            if content["target_name"] == "qloop" and str(
-                content.get("data", {}).get("request_id")
-            ).startswith("g"):
-                return content  # type: ignore[no-any-return]
-        return None
-
-    content = lab.wait_for(opened, 30, "the kernel's hello")
-    lab.comm_msg(content["comm_id"], {"op": "ack", "request_id": content["data"]["request_id"],
-                                      "ok": True, "notebook_path": "work/a.ipynb",
-                                      "notebook_grants": None, "operations": OPERATIONS})  # fmt: skip
-    return str(content["comm_id"])
-
-
 def next_request(lab: Any, parent: str, op: str, seen: set[str]) -> dict[str, Any]:
     def found() -> dict[str, Any] | None:
         for message in lab.messages(parent, "comm_msg"):
@@ -135,7 +116,7 @@ def test_the_page_decides_proposals_and_the_model_reads_what_the_user_did(lab: A
     ])  # fmt: skip
     lab.run("import pandas as pd\ndf = pd.DataFrame({'a': [1, None]})")
     cell = lab.execute("%%agent\nClean df.", cell_id="agent")
-    comm_id = answer_hello(lab, cell)
+    comm_id = answer_hello(lab, cell, "work/a.ipynb", OPERATIONS)
     seen: set[str] = set()
     propose = next_request(lab, cell, "propose", seen)
     proposal = propose["proposal"]

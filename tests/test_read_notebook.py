@@ -119,7 +119,10 @@ def test_a_saved_notebooks_odd_cells_are_described_not_raised_on() -> None:
 # -- through a real kernel, the page's side played by the test --------------------------------------
 
 
-def answer_hello(lab: Any, parent: str, path: str) -> str:
+OPERATIONS = ["hello", "set_metadata", "set_notebook_metadata", "read_notebook", "propose"]
+
+
+def answer_hello(lab: Any, parent: str, path: str, operations: list[str] | None = None) -> str:
     """Answer the kernel's ``hello`` as the extension does, listing its operations."""
 
     def opened() -> dict[str, Any] | None:
@@ -132,7 +135,7 @@ def answer_hello(lab: Any, parent: str, path: str) -> str:
         return None
 
     content = lab.wait_for(opened, 30, "the kernel's hello")
-    operations = ["hello", "set_metadata", "set_notebook_metadata", "read_notebook"]
+    operations = OPERATIONS[:-1] if operations is None else operations  # no proposals
     ack = {"op": "ack", "request_id": content["data"]["request_id"], "ok": True,
            "frontend": "jupyterlab", "version": "test", "notebook_path": path,
            "notebook_grants": None, "operations": operations}  # fmt: skip
