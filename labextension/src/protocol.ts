@@ -207,6 +207,11 @@ function readNotebook(data: JSONObject, cells: ICellLookup): JSONObject {
   if (typeof outputs !== 'boolean') {
     throw new RequestError("'outputs' must be a boolean");
   }
+  if (data['cell_id'] !== undefined) {
+    // Only the notebook holding the running cell answers (a kernel can be
+    // shared by two notebooks: the other one refuses).
+    requireCell(data, cells);
+  }
   const all = cells.cellsJSON?.();
   if (!all) {
     throw new RequestError('no notebook to read');

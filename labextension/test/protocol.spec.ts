@@ -188,8 +188,9 @@ describe('handleRequest', () => {
 class JSONCells implements ICellLookup {
   constructor(readonly cells: ICellJSON[] | undefined) {}
 
-  findCell(): ICellMetadata | undefined {
-    return undefined;
+  findCell(cellId: string): ICellMetadata | undefined {
+    const found = (this.cells ?? []).some(cell => cell.id === cellId);
+    return found ? { setMetadata: () => undefined } : undefined;
   }
 
   notebook() {
@@ -270,6 +271,27 @@ describe('read_notebook', () => {
       ]
     });
     expect(JSON.stringify(ack)).not.toContain(PNG);
+  });
+
+  it('answers only from the notebook that holds the running cell', () => {
+    const cells = new JSONCells(CELLS);
+    const here = handleRequest(
+      { op: 'read_notebook', request_id: 'r', cell_id: 'plot' },
+      cells,
+      HELLO
+    );
+    expect(here).toMatchObject({ ok: true, total_cells: 2 });
+    const elsewhere = handleRequest(
+      { op: 'read_notebook', request_id: 'r', cell_id: 'not-here' },
+      cells,
+      HELLO
+    );
+    expect(elsewhere).toEqual({
+      op: 'ack',
+      request_id: 'r',
+      ok: false,
+      error: 'no cell with id not-here'
+    });
   });
 
   it('answers the asked cells without outputs', () => {
