@@ -180,3 +180,24 @@ def test_a_replay_does_not_propose_again_and_says_where_each_cell_is_now():
     assert f"cell {first}, added by this turn, was deleted since" in shown
     assert f"cell {second}, added by this turn, was edited since" in shown
     assert "cell plot, changed by this turn, is in the notebook as accepted" in shown
+
+
+def test_a_page_that_takes_the_comm_over_is_sent_the_waiting_proposal_again(
+    lab: Any, api: StandInAPI
+):
+    api.set_script([Reply([tool_use("add_cell", {"source": CLEAN})]), Reply([text("done")])])
+    cell = lab.execute("%%agent\nClean df.", cell_id="agent")
+    comm_id = answer_hello(lab, cell, "work/a.ipynb", OPERATIONS)
+    first = next_request(lab, cell, "propose", set())
+    attached = lab.comm_msg(comm_id, {"op": "attached"})  # a reloaded page took the comm over
+    again = lab.wait_for(
+        lambda: next((m["content"]["data"] for m in lab.messages(attached, "comm_msg")
+                      if m["content"]["data"].get("op") == "propose"), None),
+        30, "the proposal sent again",
+    )  # fmt: skip
+    assert again == first
+    lab.comm_msg(comm_id, {"op": "ack", "request_id": first["request_id"], "ok": True,
+                           "decision": "accepted", "cell_id": "kept", "source": CLEAN,
+                           "reason": ""})  # fmt: skip
+    assert lab.complete(cell, 60)["content"]["status"] == "ok"
+    assert "added cell kept after agent" in result_text(tool_results(api.requests[1])[0])

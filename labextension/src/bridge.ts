@@ -16,6 +16,7 @@ import { TRANSLATION_DOMAIN } from './labels';
 import { trackLiveClient } from './live';
 import { ICellJSON } from './notebookview';
 import {
+  PROPOSAL_KEY,
   GRANTS_KEY,
   IAck,
   ICellLookup,
@@ -61,6 +62,15 @@ export class NotebookCells implements ICellLookup {
         if (index >= 0) {
           model.sharedModel.deleteCell(index);
         }
+      },
+      proposedCell: id => {
+        for (const cell of model.cells) {
+          const mark = cell.getMetadata(PROPOSAL_KEY);
+          if (isJSONObject(mark) && mark['id'] === id) {
+            return cell.id;
+          }
+        }
+        return undefined;
       }
     };
   }
@@ -246,7 +256,15 @@ function register(
           kernel,
           id => cells.findCell(id),
           COMM_TARGET,
-          comm => serve(kernel, comm, cells)
+          comm => {
+            serve(kernel, comm, cells);
+            // The kernel sends again what waits for a page's answer (a proposal).
+            try {
+              comm.send({ op: 'attached' });
+            } catch (reason) {
+              console.debug('qloop: the comm closed meanwhile', reason);
+            }
+          }
         )
       )
       .catch(reason => console.debug('qloop: no comms to take over', reason));

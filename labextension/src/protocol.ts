@@ -71,6 +71,11 @@ export interface IProposalNotebook {
   ): string;
   /** Delete the cell; nothing happens when it is gone already. */
   removeCell(cellId: string): void;
+  /**
+   * The id of a cell already marked as the new cell of proposal `id` (a page
+   * reloaded while it waited, or another page under collaboration), if any.
+   */
+  proposedCell?(id: string): string | undefined;
 }
 
 /** The reply to one request. */
@@ -391,12 +396,16 @@ function propose(
   let proposal = request.proposal;
   if (proposal.kind === 'add') {
     const mark = { id, kind: 'add', agent_cell: agentCell };
-    const cellId = notebook.insertCell(
-      request.after,
-      proposal.cellType,
-      proposal.source,
-      request.accepted ? {} : { [PROPOSAL_KEY]: mark }
-    );
+    // A proposal sent again (this page took over the comm of a page that
+    // closed while it waited) finds its cell still in the notebook.
+    const cellId =
+      notebook.proposedCell?.(id) ??
+      notebook.insertCell(
+        request.after,
+        proposal.cellType,
+        proposal.source,
+        request.accepted ? {} : { [PROPOSAL_KEY]: mark }
+      );
     proposal = { ...proposal, cellId };
   }
   if (request.accepted) {

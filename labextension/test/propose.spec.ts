@@ -77,6 +77,10 @@ class FakeNotebook implements ICellLookup, IProposalNotebook {
   removeCell(cellId: string): void {
     this.cells = this.cells.filter(cell => cell.id !== cellId);
   }
+  proposedCell(id: string): string | undefined {
+    const mark = (cell: FakeCell) => cell.metadata[PROPOSAL_KEY] as JSONObject;
+    return this.cells.find(cell => mark(cell)?.['id'] === id)?.id;
+  }
 
   /** The whole notebook, to compare before and after. */
   snapshot(): string {
@@ -181,6 +185,28 @@ describe('propose', () => {
     expect(cell.metadata).toEqual({ [PROVENANCE_KEY]: PROVENANCE });
     expect(notebook.cells).toHaveLength(4);
     expect(notebook.board.waiting).toEqual([]);
+  });
+
+  it('finds the cell of a proposal sent again instead of adding a second one', async () => {
+    // A page closed while the proposal waited; its cell was saved, and the
+    // kernel sends the proposal again to the page that took over.
+    const first = new FakeNotebook('intro', 'agent', 'data');
+    void handleRequest(addRequest(), first, HELLO);
+    const saved = first.cells[2];
+    notebook.cells.splice(2, 0, saved);
+    const answer = later(handleRequest(addRequest(), notebook, HELLO));
+    expect(notebook.cells.map(cell => cell.id)).toEqual([
+      'intro',
+      'agent',
+      'new-0',
+      'data'
+    ]);
+    notebook.board.decide('p1', { decision: 'accepted', reason: '' });
+    expect(await answer).toMatchObject({
+      decision: 'accepted',
+      cell_id: 'new-0'
+    });
+    expect(saved.metadata).toEqual({ [PROVENANCE_KEY]: PROVENANCE });
   });
 
   it('inserts a markdown cell with no risk class', async () => {

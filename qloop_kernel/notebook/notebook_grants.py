@@ -40,6 +40,7 @@ class NotebookGrantStore:
         self._comm: Any = None
         self._ids = itertools.count(1)
         self._answers: dict[str, dict[str, Any]] = {}  # acks by request id
+        self._waiting: dict[str, dict[str, Any]] = {}  # requests sent, by id, until answered
         self._closed = threading.Event()  # the comm of the loaded notebook was closed
         self.operations: frozenset[str] = frozenset()  # what the frontend's extension answers
         grants.on_notebook_change = self._save
@@ -100,15 +101,31 @@ class NotebookGrantStore:
         return answer
 
     def _on_msg(self, msg: dict[str, Any]) -> None:
-        """An ack from a frontend: kept when it answers a request of ours, from the connection
-        that sent the running cell (every notebook view on this kernel answers)."""
+        """An ack from a frontend, kept when it answers a request of ours: a ``hello`` from the
+        connection that sent the running cell (every notebook view on this kernel answers it); a
+        request naming the running cell from any page (only the view holding the cell answers
+        ``ok``: a reloaded page, or a second page under real-time collaboration). A page that
+        took the comm over (``attached``: a reload) is sent again what still waits for an answer."""
         data = msg.get("content", {}).get("data", {})
         session = msg.get("header", {}).get("session")
+        if isinstance(data, dict) and data.get("op") == "attached":
+            self._send_again()
+            return
         if not isinstance(data, dict) or not data.get("ok"):
             return
-        if self._client is None or session == self._client:
-            self._answers[str(data.get("request_id"))] = data
+        request_id = str(data.get("request_id"))
+        if request_id in self._waiting or self._client is None or session == self._client:
+            self._answers[request_id] = data
             wake()
+
+    def _send_again(self) -> None:
+        comm = self._comm
+        for payload in list(self._waiting.values()):
+            try:
+                comm.send(payload)
+            except Exception as exc:  # a closed comm: the wait ends with it
+                log.info("qloop comm unavailable (%s)", exc)
+                return
 
     def request(
         self, op: str, timeout_s: float | None = 10.0, **fields: Any
@@ -120,14 +137,19 @@ class NotebookGrantStore:
         if comm is None or op not in self.operations or self._closed.is_set():
             return None
         request_id = f"g{next(self._ids)}"
+        payload = {"op": op, "request_id": request_id, **fields}
         try:
-            comm.send({"op": op, "request_id": request_id, **fields})
+            comm.send(payload)
         except Exception as exc:  # a closed comm
             log.info("qloop comm unavailable (%s)", exc)
             self._comm = None
             return None
         closed = self._closed
-        wait_until(lambda: request_id in self._answers or closed.is_set(), timeout_s)
+        self._waiting[request_id] = payload
+        try:
+            wait_until(lambda: request_id in self._answers or closed.is_set(), timeout_s)
+        finally:
+            del self._waiting[request_id]
         return self._answers.pop(request_id, None)
 
     def _save(self, grants: tuple[Grant, ...]) -> None:
