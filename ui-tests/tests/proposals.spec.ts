@@ -147,6 +147,35 @@ for (const theme of THEMES) {
   });
 }
 
+test('a page reloaded while a proposal waits shows it again, once, and its Accept ends the wait', async ({
+  page,
+  openNotebook,
+  reloadPage,
+  runAll,
+  saveAndRead,
+  standIn
+}) => {
+  await standIn.reset(PROPOSE);
+  const serverPath = await openNotebook(NOTEBOOK);
+  await proposalOf(page, () => runAll({ wait: false }));
+  // Saved while it waits: the reloaded page finds the proposed cell in the file.
+  await saveAndRead(serverPath);
+  await reloadPage(serverPath);
+  const bar = page.locator('.qloop-proposal');
+  await expect(bar).toBeVisible({ timeout: 30000 });
+  await expect(bar.locator('.qloop-proposal-diff')).toContainText(`+${PROPOSED}`);
+  expect((await sources(page)).filter(s => s === PROPOSED)).toHaveLength(1);
+  await bar.locator('button.qloop-proposal-accept').click();
+  await expect(bar).toHaveCount(0);
+  expect(await resultText(standIn)).toMatch(/accepted: added cell \S+ after agent by the user/);
+  await waitForIdleKernel(page);
+  const file = await saveAndRead(serverPath);
+  expect(file.cells.map(c => c.id).slice(0, 2)).toEqual(['load', 'agent']);
+  expect(file.cells).toHaveLength(4);
+  expect(file.cells[2].metadata.qloop_proposal).toBeUndefined();
+  expect(file.cells[2].metadata.qloop_provenance.agent_cell).toBe('agent');
+});
+
 test7(
   'Notebook 7: a proposed cell is accepted with an edit, at 360 px',
   async ({ notebook7, standIn }) => {
