@@ -26,17 +26,20 @@ _RICH = ("execute_result", "display_data")
 
 
 def _text(value: Any) -> str:
+    """An nbformat multiline string (a string or a list of strings); anything else is empty."""
     if isinstance(value, list):
-        return "".join(str(v) for v in value)
+        return "".join(v for v in value if isinstance(v, str))
     return value if isinstance(value, str) else ""
 
 
-def _output(output: Mapping[str, Any]) -> dict[str, Any]:
-    kind = str(output.get("output_type", ""))
+def _output(output: Any) -> dict[str, Any]:
+    if not isinstance(output, Mapping):
+        return {"output_type": "unknown"}
+    kind = str(output.get("output_type", "unknown"))
     if kind == "stream":
         text = _text(output.get("text"))
         name = output.get("name")
-        return {"output_type": kind, "name": name if name in ("stdout", "stderr") else "stdout",
+        return {"output_type": kind, "name": name if isinstance(name, str) else "",
                 "text": text[:OUTPUT_CHARS], "chars": len(text)}  # fmt: skip
     if kind == "error":
         return {"output_type": kind, "ename": _text(output.get("ename"))[:200],
@@ -48,6 +51,11 @@ def _output(output: Mapping[str, Any]) -> dict[str, Any]:
         return {"output_type": kind, "text": text[:OUTPUT_CHARS], "chars": len(text),
                 "mime": sorted(str(k) for k in data)}  # fmt: skip
     return {"output_type": kind}
+
+
+def _id(cell: Mapping[str, Any]) -> str:
+    cell_id = cell.get("id")
+    return cell_id if isinstance(cell_id, str) else ""
 
 
 def _spent(output: Mapping[str, Any]) -> int:
@@ -63,11 +71,11 @@ def notebook_view(
     """The view of nbformat ``cells`` (dicts or NotebookNodes): all of them, or those of
     ``cell_ids`` (unknown ids listed in ``missing``), within the bounds above."""
     wanted = None if cell_ids is None else list(dict.fromkeys(cell_ids))
-    known = {str(c.get("id", "")) for c in cells}
+    known = {_id(c) for c in cells}
     spent, full = 0, True
     shown: list[dict[str, Any]] = []
     for cell in cells:
-        cell_id = str(cell.get("id", ""))
+        cell_id = _id(cell)
         if wanted is not None and cell_id not in wanted:
             continue
         kind = str(cell.get("cell_type", "code"))
@@ -82,7 +90,8 @@ def notebook_view(
             "source": source[:SOURCE_CHARS],
             "source_chars": len(source),
         }
-        raw = [o for o in (cell.get("outputs") or []) if isinstance(o, Mapping)]
+        found = cell.get("outputs")
+        raw = found if isinstance(found, list) else []
         if outputs:
             item["outputs"] = [_output(o) for o in raw[:OUTPUTS_PER_CELL]]
             item["more_outputs"] = max(0, len(raw) - OUTPUTS_PER_CELL)

@@ -8,6 +8,7 @@ import base64
 import io
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 import nbformat
@@ -210,3 +211,39 @@ def test_qloop_run_answers_read_notebook_with_the_notebook_as_it_runs() -> None:
     assert "#4 id=later code, not run" in result
     record = load_record(nb.cells[2].metadata["qloop"])
     assert any(e.kind == "cell" and e.name == "read_notebook" for e in record.egress)
+
+
+# -- one view on both sides: the extension's notebookview.ts is checked against these vectors ------
+
+VECTORS_JSON = Path(__file__).parents[1] / "labextension" / "test" / "notebook-view-vectors.json"
+
+
+def vector_inputs() -> list[dict[str, Any]]:
+    """Notebooks and requests whose views both builders must give alike."""
+    plain = json.loads(json.dumps(cells()))
+    v4 = nbformat.v4
+    long = v4.new_code_cell(["x" * 2_000, "y" * 2_000], id="long", execution_count=1)
+    long.outputs = [v4.new_output("stream", name="stdout", text="o" * 900) for _ in range(7)]
+    many = [v4.new_code_cell("s" * 1_000, id=f"c{i}", metadata={}) for i in range(32)]
+    odd = [{"cell_type": "code", "source": ["a = 1\n", 5, "b"], "metadata": "x",
+            "outputs": [None, {"text": "no type"}, {"output_type": "stream", "text": "t"}]},
+           {"id": 7, "cell_type": "raw", "source": None}]  # fmt: skip
+    return [
+        {"path": "work/revenue.ipynb", "cells": plain, "cell_ids": None, "outputs": True},
+        {"path": "", "cells": plain, "cell_ids": ["fails", "nope", "fails"], "outputs": False},
+        {"path": "", "cells": json.loads(json.dumps([long])), "cell_ids": None, "outputs": True},
+        {"path": "", "cells": json.loads(json.dumps(many)), "cell_ids": None, "outputs": True},
+        {"path": "", "cells": odd, "cell_ids": None, "outputs": True},
+    ]
+
+
+def test_the_extension_builds_the_same_view_from_the_same_notebook() -> None:
+    """labextension/test/notebookview.spec.ts checks notebookView against the same vectors."""
+    expected = [
+        {**case, "view": notebook_view(case["cells"], case["cell_ids"], case["outputs"],
+                                       case["path"])}  # fmt: skip
+        for case in vector_inputs()
+    ]
+    assert json.loads(VECTORS_JSON.read_text(encoding="utf-8")) == expected, (
+        "regenerate labextension/test/notebook-view-vectors.json from vector_inputs()"
+    )

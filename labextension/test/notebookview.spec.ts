@@ -1,8 +1,13 @@
 /**
  * The view `read_notebook` answers: cells in order, sources and outputs cut
  * to their bounds, no image data, and later cells omitted once the budget is
- * spent.
+ * spent. `qloop run` builds the same view in Python: the vectors in
+ * notebook-view-vectors.json are that module's output (a Python test checks
+ * it), and this builder must give each of them alike.
  */
+import { readFileSync } from 'fs';
+import { join } from 'path';
+
 import {
   AGENT_KEY,
   ANSWER_CHARS,
@@ -16,6 +21,29 @@ import { METADATA_KEY } from '../src/record';
 
 const PNG =
   'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk'.repeat(50);
+
+interface IVector {
+  path: string;
+  cells: ICellJSON[];
+  cell_ids: string[] | null;
+  outputs: boolean;
+  view: unknown;
+}
+
+const VECTORS: IVector[] = JSON.parse(
+  readFileSync(join(__dirname, 'notebook-view-vectors.json'), 'utf-8')
+);
+
+describe('the view qloop run builds in Python', () => {
+  it.each(VECTORS.map((vector, index) => [index, vector] as const))(
+    'is built alike from vector %i',
+    (index, vector) => {
+      expect(
+        notebookView(vector.path, vector.cells, vector.cell_ids, vector.outputs)
+      ).toEqual(vector.view);
+    }
+  );
+});
 
 function codeCell(
   id: string,
