@@ -9,6 +9,7 @@
  * agent_cell.ipynb: cell 0 loads the extension, cell 1 is the agent cell,
  * cell 2 prints `y + 1`.
  */
+import { IJupyterLabPageFixture } from '@jupyterlab/galata';
 import { Locator, Page } from '@playwright/test';
 
 import {
@@ -97,6 +98,28 @@ async function rejectWithAReason(page: Page, standIn: IStandIn): Promise<void> {
   expect(await sources(page)).toEqual(before);
 }
 
+/** What a JupyterLab test of proposals starts with. */
+interface ILabFixtures {
+  page: IJupyterLabPageFixture;
+  openNotebook: (name: string) => Promise<string>;
+  runAll: (options?: { wait?: boolean }) => Promise<void>;
+  standIn: IStandIn;
+}
+
+/** Open the notebook (in `theme`) and run all until the proposal shows; its server path. */
+async function startProposing(
+  { page, openNotebook, runAll, standIn }: ILabFixtures,
+  theme?: string
+): Promise<string> {
+  await standIn.reset(PROPOSE);
+  const serverPath = await openNotebook(NOTEBOOK);
+  if (theme) {
+    await page.theme.setTheme(theme);
+  }
+  await proposalOf(page, () => runAll({ wait: false }));
+  return serverPath;
+}
+
 for (const theme of THEMES) {
   test.describe(`JupyterLab proposals (${theme})`, () => {
     test('accepting a proposed cell with an edit tells the model what was kept', async ({
@@ -106,10 +129,10 @@ for (const theme of THEMES) {
       saveAndRead,
       standIn
     }) => {
-      await standIn.reset(PROPOSE);
-      const serverPath = await openNotebook(NOTEBOOK);
-      await page.theme.setTheme(theme);
-      await proposalOf(page, () => runAll({ wait: false }));
+      const serverPath = await startProposing(
+        { page, openNotebook, runAll, standIn },
+        theme
+      );
       await acceptWithAnEdit(page, standIn);
       await waitForIdleKernel(page);
       // An ordinary cell right after the agent cell, with its signed provenance.
@@ -131,10 +154,10 @@ for (const theme of THEMES) {
       saveAndRead,
       standIn
     }) => {
-      await standIn.reset(PROPOSE);
-      const serverPath = await openNotebook(NOTEBOOK);
-      await page.theme.setTheme(theme);
-      await proposalOf(page, () => runAll({ wait: false }));
+      const serverPath = await startProposing(
+        { page, openNotebook, runAll, standIn },
+        theme
+      );
       await rejectWithAReason(page, standIn);
       await waitForIdleKernel(page);
       const file = await saveAndRead(serverPath);
@@ -155,9 +178,12 @@ test('a page reloaded while a proposal waits shows it again, once, and its Accep
   saveAndRead,
   standIn
 }) => {
-  await standIn.reset(PROPOSE);
-  const serverPath = await openNotebook(NOTEBOOK);
-  await proposalOf(page, () => runAll({ wait: false }));
+  const serverPath = await startProposing({
+    page,
+    openNotebook,
+    runAll,
+    standIn
+  });
   // Saved while it waits: the reloaded page finds the proposed cell in the file.
   await saveAndRead(serverPath);
   await reloadPage(serverPath);
