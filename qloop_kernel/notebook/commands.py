@@ -9,7 +9,7 @@ import keyword
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from IPython.core.error import UsageError
 from pydantic import ValidationError
@@ -17,7 +17,19 @@ from pydantic import ValidationError
 from ..text import counted
 
 if TYPE_CHECKING:
-    from .magic import AgentMagics
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from .agent import KernelAgent
+
+
+class AgentMagics(Protocol):
+    """What a sub-command uses of the magics (``magic.AgentMagics``): the agent and the shell."""
+
+    @property
+    def agent(self) -> KernelAgent: ...
+
+    @property
+    def shell(self) -> InteractiveShell | None: ...
 
 HELP = """\
 %%agent [options]            the cell body is the task; the turn runs against this kernel
