@@ -125,7 +125,8 @@ def test_interrupt_while_waiting_for_approval(lab: LabKernel, api: StandInAPI) -
         reply["content"]["status"] == "error" and reply["content"]["ename"] == "KeyboardInterrupt"
     )
     assert lab.complete(queued, 30)["content"]["status"] == "aborted"  # "Run All" stops
-    assert lab.widget_state(approve)["disabled"] is True
+    # The widget update travels on IOPub, the reply on the shell channel: either may come first.
+    lab.wait_for(lambda: lab.widget_state(approve).get("disabled") is True, 10, "Approve disabled")
     assert lab.run("print('w' in dir(), 'q' in dir())").strip() == "False False"
     record = saved_record(lab, agent)
     assert record["status"] == "interrupted"
