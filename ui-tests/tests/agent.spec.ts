@@ -352,7 +352,7 @@ test.describe('agent cell approval', () => {
         // The line above the card: no model is called now, and what the
         // original turn cost.
         expect((await reopened.innerText()).replace(/\s+/g, ' ')).toMatch(
-          /replaying the saved turn: 1 code step, no model call now \(the original turn: 2 model calls[^)]*\$[\d.]+\)/
+          /replaying the saved turn: 1 code step, no model call now \(the original turn: 2 model calls · [\d,]+ tokens( \([\d,]+ cached\))? · \$[\d.]+\)/
         );
         await button(card, 'Approve').click();
         await waitForIdleKernel(page);

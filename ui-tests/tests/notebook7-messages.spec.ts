@@ -234,7 +234,7 @@ for (const theme of THEMES) {
       await expect(card).toContainText('Replay 1 saved code step');
       const outputs = cell(page, 1).locator('.jp-OutputArea');
       expect(await textOf(outputs)).toMatch(
-        /replaying the saved turn: 1 code step, no model call now \(the original turn: 2 model calls[^)]*\$[\d.]+\)/
+        /replaying the saved turn: 1 code step, no model call now \(the original turn: 2 model calls · [\d,]+ tokens( \([\d,]+ cached\))? · \$[\d.]+\)/
       );
       await button(card, 'Approve').click();
       await waitForIdleKernel(page);
