@@ -1,0 +1,212 @@
+"""Outside agents' calls waiting for the user, by notebook, and the pages that show them.
+
+A call that needs approval becomes an *approval item* of its notebook; each page showing that
+notebook long-polls :meth:`OutsideBroker.pending` for the notebook's items, shows a card per
+approval item and posts the user's decision (:meth:`OutsideBroker.decide`). *Record items* carry
+entries the page appends to the notebook's metadata and acknowledges (:meth:`OutsideBroker.saved`);
+they wait here until a page does, so a call made while no page is open is saved when one opens.
+
+Grants ("always allow") are kept per outside client, notebook and tool for as long as the Jupyter
+server runs; like the in-notebook agent's, a grant covers calls of the class it was given for or a
+milder one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..tools.risk import Risk, severity
+
+DecisionKind = Literal["approve", "deny", "always", "edit"]
+DECISIONS: tuple[DecisionKind, ...] = ("approve", "deny", "always", "edit")
+POLL_WAIT_S = 25.0  # longest a page's poll is held when nothing changes
+
+
+def notebook_key(path: str) -> str:
+    """One spelling of a server-relative notebook path, as pages and clients may write it."""
+    return path.strip().replace("\\", "/").strip("/")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the user decided on a card: ``code`` is the edited code (``edit`` only)."""
+
+    kind: DecisionKind
+    reason: str = ""
+    code: str | None = None
+
+
+@dataclass
+class Approval:
+    """One call waiting for a decision (``waiting``), then running after it (``running``)."""
+
+    id: str
+    path: str
+    client: str
+    tool: str
+    title: str
+    code: str
+    risk: Risk
+    reasons: list[str]
+    editable: bool = True
+    state: Literal["waiting", "running"] = "waiting"
+    decided: asyncio.Future[Decision] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+    stop: Callable[[], Any] | None = None
+
+    def item(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": "approval",
+            "state": self.state,
+            "client": self.client,
+            "tool": self.tool,
+            "title": self.title,
+            "code": self.code,
+            "risk": self.risk,
+            "reasons": list(self.reasons),
+            "editable": self.editable,
+        }
+
+
+@dataclass
+class Record:
+    """An entry waiting to be saved in the notebook's ``key`` metadata by a page."""
+
+    id: str
+    path: str
+    entry: dict[str, Any]
+    key: str = "qloop_outside"
+
+    def item(self) -> dict[str, Any]:
+        return {"id": self.id, "kind": "record", "key": self.key, "entry": self.entry}
+
+
+class OutsideBroker:
+    """The approval and record items of every notebook, and who polls for them."""
+
+    def __init__(self, page_gap_s: float = 40.0, poll_wait_s: float = POLL_WAIT_S) -> None:
+        self.page_gap_s = page_gap_s
+        self.poll_wait_s = poll_wait_s
+        self._ids = itertools.count(1)
+        self._approvals: dict[str, Approval] = {}
+        self._records: dict[str, Record] = {}
+        self._versions: dict[str, int] = {}
+        self._changed: dict[str, asyncio.Event] = {}
+        self._polling: dict[str, int] = {}  # open polls, by notebook
+        self._last_poll: dict[str, float] = {}  # monotonic time a poll of the notebook last ended
+        self._grants: dict[tuple[str, str, str], Risk] = {}  # (client, notebook, tool) -> class
+
+    # --- pages -------------------------------------------------------------------------------
+
+    def shown(self, path: str) -> bool:
+        """Whether a page shows the notebook: it polls now, or did within ``page_gap_s``."""
+        key = notebook_key(path)
+        if self._polling.get(key, 0) > 0:
+            return True
+        last = self._last_poll.get(key)
+        return last is not None and time.monotonic() - last < self.page_gap_s
+
+    def shown_paths(self) -> list[str]:
+        return sorted(k for k in set(self._polling) | set(self._last_poll) if self.shown(k))
+
+    async def pending(self, path: str, after: int) -> tuple[int, list[dict[str, Any]]]:
+        """The notebook's items once its version passes ``after`` (or after the poll wait)."""
+        key = notebook_key(path)
+        self._polling[key] = self._polling.get(key, 0) + 1
+        try:
+            if self._versions.get(key, 0) <= after:
+                event = self._changed.setdefault(key, asyncio.Event())
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(event.wait(), self.poll_wait_s)
+            return self._versions.get(key, 0), self.items(key)
+        finally:
+            self._polling[key] -= 1
+            self._last_poll[key] = time.monotonic()
+
+    def items(self, path: str) -> list[dict[str, Any]]:
+        key = notebook_key(path)
+        found = [a.item() for a in self._approvals.values() if a.path == key]
+        return found + [r.item() for r in self._records.values() if r.path == key]
+
+    def _bump(self, key: str) -> None:
+        self._versions[key] = self._versions.get(key, 0) + 1
+        event = self._changed.pop(key, None)
+        if event is not None:
+            event.set()
+
+    # --- approvals ---------------------------------------------------------------------------
+
+    def new_id(self, prefix: str) -> str:
+        return f"{prefix}{next(self._ids)}-{int(time.time() * 1000) % 100_000_000}"
+
+    def add(self, approval: Approval) -> None:
+        approval.path = notebook_key(approval.path)
+        self._approvals[approval.id] = approval
+        self._bump(approval.path)
+
+    def decide(self, item_id: str, decision: Decision) -> bool:
+        """Settle a waiting call; False when there is none by that id (decided, gone)."""
+        approval = self._approvals.get(item_id)
+        if approval is None or approval.state != "waiting" or approval.decided.done():
+            return False
+        approval.decided.set_result(decision)
+        return True
+
+    def running(self, item_id: str, stop: Callable[[], Any]) -> None:
+        approval = self._approvals.get(item_id)
+        if approval is not None:
+            approval.state, approval.stop = "running", stop
+            self._bump(approval.path)
+
+    def stop(self, item_id: str) -> bool:
+        approval = self._approvals.get(item_id)
+        if approval is None or approval.state != "running" or approval.stop is None:
+            return False
+        approval.stop()
+        return True
+
+    def drop(self, item_id: str) -> None:
+        approval = self._approvals.pop(item_id, None)
+        if approval is not None:
+            if not approval.decided.done():
+                approval.decided.cancel()
+            self._bump(approval.path)
+
+    # --- records -----------------------------------------------------------------------------
+
+    def add_record(self, path: str, entry: dict[str, Any]) -> str:
+        record = Record(self.new_id("r"), notebook_key(path), entry)
+        self._records[record.id] = record
+        self._bump(record.path)
+        return record.id
+
+    def saved(self, item_id: str) -> bool:
+        record = self._records.pop(item_id, None)
+        if record is None:
+            return False
+        self._bump(record.path)
+        return True
+
+    def unsaved(self, path: str) -> int:
+        key = notebook_key(path)
+        return sum(1 for r in self._records.values() if r.path == key)
+
+    # --- grants ------------------------------------------------------------------------------
+
+    def grant(self, client: str, path: str, tool: str, risk: Risk) -> None:
+        key = (client, notebook_key(path), tool)
+        held = self._grants.get(key)
+        if held is None or severity(risk) > severity(held):
+            self._grants[key] = risk
+
+    def granted(self, client: str, path: str, tool: str, risk: Risk) -> bool:
+        held = self._grants.get((client, notebook_key(path), tool))
+        return held is not None and severity(risk) <= severity(held)

@@ -1,0 +1,148 @@
+"""How an outside agent's call that can change anything is decided: policy, grant, then the card.
+
+The same rules as the in-notebook agent's (:func:`qloop_kernel.permissions.policy_verdict` on the
+class :func:`qloop_kernel.tools.risk.classify` gives the code): the user's ``QloopMCP.policy`` runs
+a class unasked, asks, or refuses it; a grant the user gave this client for this notebook and tool
+covers the class it was given for and milder ones; otherwise the notebook's page shows a card and
+the call waits for the click, sending progress to the client. Nobody can click when no page shows
+the notebook: then asking becomes refusing, as in a headless run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from ..names import Policy
+from ..permissions import policy_denial, policy_verdict
+from ..tools.risk import Assessment
+from .broker import Approval, Decision, OutsideBroker
+
+PROGRESS_EVERY_S = 5.0
+CONFIG_HINT = (
+    "the user's Jupyter config sets what outside agents may run without a click "
+    "(c.QloopMCP.policy in jupyter_server_config.py)"
+)
+
+Progress = Callable[[float, str], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One call to decide: who asks, in which notebook, with what code, of what class."""
+
+    client: str
+    path: str
+    tool: str
+    code: str
+    assessment: Assessment
+
+    @property
+    def reasons(self) -> list[str]:
+        return [str(r) for r in self.assessment.reasons]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Run ``code`` (``run``) or refuse; ``how`` says who decided, ``reason`` the user's words."""
+
+    run: bool
+    how: str
+    code: str = ""
+    reason: str = ""
+    message: str = ""  # why it was refused, for the client
+    approval_id: str | None = None  # the card, kept to show the call running
+
+
+class Gate:
+    """Decides outside agents' steps for the Jupyter server."""
+
+    def __init__(self, broker: OutsideBroker, policy: Callable[[], Policy]) -> None:
+        self.broker = broker
+        self.policy = policy
+
+    async def decide(self, step: Step, progress: Progress) -> Verdict:
+        policy = self.policy()
+        risk = step.assessment.risk
+        shown = self.broker.shown(step.path)
+        verdict = policy_verdict(policy, risk, interactive=shown)
+        if verdict == "run":
+            return Verdict(True, f"run without asking by the policy '{policy}'", step.code)
+        if verdict == "deny":
+            how = (
+                "refused: no page to approve it"
+                if policy in ("ask", "write")
+                else "refused by the policy"
+            )
+            return Verdict(False, how, message=self._refusal(step, policy, shown))
+        if self.broker.granted(step.client, step.path, step.tool, risk):
+            return Verdict(True, "run by the user's grant for this client", step.code)
+        return await self._ask(step, progress)
+
+    def _refusal(self, step: Step, policy: Policy, shown: bool) -> str:
+        risk = step.assessment.risk
+        if not shown and policy in ("ask", "write"):
+            return (
+                f"refused: this '{risk}' call needs the user's approval, and no page shows "
+                f"{step.path!r}, so nobody can give it. Ask the user to open the notebook in "
+                f"JupyterLab or Notebook 7 and call again; {CONFIG_HINT}"
+            )
+        return policy_denial(policy, risk, step.assessment.reasons, CONFIG_HINT)
+
+    async def _ask(self, step: Step, progress: Progress) -> Verdict:
+        approval = Approval(
+            id=self.broker.new_id("a"),
+            path=step.path,
+            client=step.client,
+            tool=step.tool,
+            title=f"{step.client} wants to run code in this notebook — approve?",
+            code=step.code,
+            risk=step.assessment.risk,
+            reasons=step.reasons,
+        )
+        self.broker.add(approval)
+        try:
+            decision = await self._wait(approval, step, progress)
+        except BaseException:
+            self.broker.drop(approval.id)
+            raise
+        if decision is None:
+            self.broker.drop(approval.id)
+            return Verdict(
+                False,
+                "refused: the page closed",
+                message=f"refused: no page shows {step.path!r} any more, so nobody can approve "
+                "this call; it did not run",
+            )
+        return self._verdict(approval, step, decision)
+
+    async def _wait(self, approval: Approval, step: Step, progress: Progress) -> Decision | None:
+        started = time.monotonic()
+        while True:
+            done, _ = await asyncio.wait({approval.decided}, timeout=PROGRESS_EVERY_S)
+            if done:
+                return approval.decided.result()
+            if not self.broker.shown(step.path):
+                return None
+            waited = time.monotonic() - started
+            await progress(waited, f"waiting for the user's approval in {step.path}")
+
+    def _verdict(self, approval: Approval, step: Step, decision: Decision) -> Verdict:
+        reason = decision.reason.strip()
+        if decision.kind == "deny":
+            self.broker.drop(approval.id)
+            said = f": {reason}" if reason else ""
+            return Verdict(
+                False, "denied by the user", reason=reason, message=f"denied by the user{said}"
+            )
+        if decision.kind == "always":
+            self.broker.grant(step.client, step.path, step.tool, step.assessment.risk)
+            how = "approved by the user, who also allowed later such calls of this client"
+            return Verdict(True, how, step.code, reason, approval_id=approval.id)
+        if decision.kind == "edit" and decision.code is not None and decision.code != step.code:
+            return Verdict(
+                True, "edited by the user", decision.code, reason, approval_id=approval.id
+            )
+        return Verdict(True, "approved by the user", step.code, reason, approval_id=approval.id)

@@ -1,0 +1,216 @@
+"""The Jupyter server's routes: ``qloop/mcp`` (MCP over streamable HTTP) and ``qloop/outside/*``.
+
+Every route requires the Jupyter server's authentication (its token or identity provider), like
+its own REST API. ``qloop/mcp`` hands the request to the MCP SDK's streamable HTTP session manager
+(an ASGI application) and streams its answer back through Tornado: the SDK speaks the protocol,
+this module only carries bytes between the two servers. Requests from another host are refused
+unless ``QloopMCP.allow_remote`` is set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+from typing import Any
+
+from jupyter_server.auth.decorator import authorized
+from jupyter_server.base.handlers import APIHandler, JupyterHandler
+from tornado import web
+from tornado.iostream import StreamClosedError
+
+from .broker import DECISIONS, Decision, OutsideBroker
+from .config import QloopMCP
+
+AUTH_RESOURCE = "kernels"  # outside agents run code in kernels: the same permission
+
+
+def is_loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+class MCPHandler(JupyterHandler):
+    """Carries MCP requests to the SDK's session manager and streams its answers back."""
+
+    auth_resource = AUTH_RESOURCE
+
+    def initialize(self, session_manager: Any, config: QloopMCP) -> None:
+        self.mcp_sessions = session_manager
+        self.qloop_config = config
+        self._gone = asyncio.Event()
+
+    def check_xsrf_cookie(self) -> None:
+        """Only token-authenticated clients call this route (never a browser page with a cookie)."""
+        if not hasattr(self, "_jupyter_current_user"):
+            return  # Tornado asks before the user is known; prepare() asks again after
+        if self.current_user is None:
+            raise web.HTTPError(
+                401, "the Jupyter server's token is required: Authorization: token …"
+            )
+        if not self.token_authenticated:
+            raise web.HTTPError(403, "MCP clients authenticate with the Jupyter server's token")
+
+    async def prepare(self, *, _redirect_to_login: Any = True) -> None:
+        if not self.qloop_config.allow_remote and not is_loopback(self.request.remote_ip or ""):
+            raise web.HTTPError(403, "qloop's MCP server answers this machine only")
+        await super().prepare(_redirect_to_login=False)
+        self.check_xsrf_cookie()
+
+    def on_connection_close(self) -> None:
+        self._gone.set()
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        """Errors as JSON with the reason, for the client to show (never a login page)."""
+        error = kwargs.get("exc_info", (None, None, None))[1]
+        message = getattr(error, "log_message", None) or self._reason
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps({"message": message}))
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        await self._serve()
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        await self._serve()
+
+    @web.authenticated
+    @authorized
+    async def delete(self) -> None:
+        await self._serve()
+
+    def _scope(self) -> dict[str, Any]:
+        request = self.request
+        headers = [
+            (name.lower().encode("latin-1"), value.encode("latin-1"))
+            for name, value in request.headers.get_all()
+        ]
+        host, _, port = (request.host or "127.0.0.1").rpartition(":")
+        return {
+            "type": "http",
+            "asgi": {"version": "3.0", "spec_version": "2.3"},
+            "http_version": "1.1",
+            "method": request.method,
+            "scheme": request.protocol,
+            "path": "/",
+            "raw_path": b"/",
+            "root_path": "",
+            "query_string": request.query.encode("latin-1"),
+            "headers": headers,
+            "client": (request.remote_ip, 0),
+            "server": (host or request.host, int(port) if port.isdigit() else 80),
+        }
+
+    async def _serve(self) -> None:
+        body_sent = False
+
+        async def receive() -> dict[str, Any]:
+            nonlocal body_sent
+            if not body_sent:
+                body_sent = True
+                return {"type": "http.request", "body": self.request.body, "more_body": False}
+            await self._gone.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                self.clear_header("Content-Type")
+                self.set_status(message["status"])
+                for name, value in message.get("headers", []):
+                    self.add_header(name.decode("latin-1"), value.decode("latin-1"))
+            elif message["type"] == "http.response.body" and not self._gone.is_set():
+                chunk = message.get("body", b"")
+                if chunk:
+                    self.write(chunk)
+                try:
+                    await self.flush()
+                except StreamClosedError:
+                    self._gone.set()
+
+        await self.mcp_sessions.handle_request(self._scope(), receive, send)
+        if not self._finished:
+            self.finish()
+
+
+class OutsideHandler(APIHandler):
+    """Base of the routes a notebook page calls: JSON in and out, Jupyter's auth."""
+
+    auth_resource = AUTH_RESOURCE
+
+    def initialize(self, broker: OutsideBroker) -> None:
+        self.broker = broker
+
+    def body(self) -> dict[str, Any]:
+        try:
+            found = json.loads(self.request.body or b"{}")
+        except ValueError as exc:
+            raise web.HTTPError(400, "the body is not JSON") from exc
+        if not isinstance(found, dict) or not isinstance(found.get("id"), str):
+            raise web.HTTPError(400, 'the body needs an "id"')
+        return found
+
+    def answer(self, ok: bool, message: str = "") -> None:
+        if not ok:
+            self.set_status(409)
+        self.finish(json.dumps({"ok": ok, "message": message} if message else {"ok": ok}))
+
+
+class PendingHandler(OutsideHandler):
+    """``GET qloop/outside/pending?path=&after=``: the notebook's items, long-polled."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        path = self.get_query_argument("path", "")
+        if not path:
+            raise web.HTTPError(400, "path is required")
+        try:
+            after = int(self.get_query_argument("after", "0"))
+        except ValueError as exc:
+            raise web.HTTPError(400, "after is a number") from exc
+        version, items = await self.broker.pending(path, after)
+        self.finish(json.dumps({"version": version, "items": items}))
+
+
+class DecideHandler(OutsideHandler):
+    """``POST qloop/outside/decide``: the user's decision on a card."""
+
+    @web.authenticated
+    @authorized
+    def post(self) -> None:
+        found = self.body()
+        kind = found.get("decision")
+        if kind not in DECISIONS:
+            raise web.HTTPError(400, f"decision is one of {', '.join(DECISIONS)}")
+        code = found.get("code")
+        if kind == "edit" and not isinstance(code, str):
+            raise web.HTTPError(400, 'an "edit" decision carries the edited "code"')
+        reason = found.get("reason")
+        decision = Decision(kind, str(reason)[:2000] if isinstance(reason, str) else "", code)
+        ok = self.broker.decide(found["id"], decision)
+        self.answer(ok, "" if ok else "this call was already decided or is gone")
+
+
+class StopHandler(OutsideHandler):
+    """``POST qloop/outside/stop``: interrupt a running call."""
+
+    @web.authenticated
+    @authorized
+    def post(self) -> None:
+        ok = self.broker.stop(self.body()["id"])
+        self.answer(ok, "" if ok else "this call is not running")
+
+
+class SavedHandler(OutsideHandler):
+    """``POST qloop/outside/saved``: a page saved a record item into the notebook."""
+
+    @web.authenticated
+    @authorized
+    def post(self) -> None:
+        ok = self.broker.saved(self.body()["id"])
+        self.answer(ok, "" if ok else "no such record waits")

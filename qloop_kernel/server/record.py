@@ -1,0 +1,64 @@
+"""The record of an outside agent's call, saved in the notebook's ``qloop_outside`` metadata.
+
+One entry per call: who called (the client's announced name), the tool and its input, who decided
+(the user, a grant, the policy) and why, the code that really ran and a bounded, redacted copy of
+what the client got back. Each entry is signed with this user's record key over its fields and the
+notebook's path, so an entry copied into another notebook, or edited, no longer verifies.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import uuid
+from typing import Any
+
+from ..records.signing import sign, verify
+
+METADATA_KEY = "qloop_outside"
+RESULT_CHARS = 4_000  # of the result text kept in the notebook
+
+
+def _body(entry: dict[str, Any], path: str) -> bytes:
+    fields = {k: v for k, v in entry.items() if k != "signature"}
+    text = json.dumps({"path": path, "entry": fields}, sort_keys=True, separators=(",", ":"))
+    return text.encode("utf-8")
+
+
+def entry(
+    *,
+    path: str,
+    client: str,
+    tool: str,
+    input: dict[str, Any],
+    decision: str,
+    reason: str = "",
+    ran: str | None = None,
+    risk: str | None = None,
+    result: str = "",
+    is_error: bool = False,
+) -> dict[str, Any]:
+    """A signed entry for the call."""
+    made: dict[str, Any] = {
+        "id": uuid.uuid4().hex,
+        "at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "client": client,
+        "tool": tool,
+        "input": input,
+        "decision": decision,
+        "reason": reason,
+        "ran": ran,
+        "risk": risk,
+        "result": result[:RESULT_CHARS],
+        "result_chars": len(result),
+        "is_error": is_error,
+    }
+    made["signature"] = sign(_body(made, path))
+    return made
+
+
+def verified(found: Any, path: str) -> bool:
+    """Whether ``found`` is an entry this user's key signed for the notebook at ``path``."""
+    if not isinstance(found, dict) or not isinstance(found.get("signature"), str):
+        return False
+    return verify(found["signature"], _body(found, path))

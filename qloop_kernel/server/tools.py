@@ -1,0 +1,241 @@
+"""The MCP tools outside agents see: the open notebooks, their variables and cells, and run_code.
+
+Read tools answer from the kernel (``list_variables``, ``inspect_variable``) or the saved notebook
+(``read_notebook``) without running user code. ``run_code`` goes through :class:`~.gate.Gate`:
+policy, grant, or the approval card in the notebook's page, naming the client. Every call that
+could change anything is recorded in the notebook (:mod:`.record`), whatever was decided.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult, ContentBlock, ImageContent, TextContent, ToolAnnotations
+
+from ..notebook_view import notebook_view, render
+from ..redact import redact_text
+from ..text import truncate
+from ..tools.risk import classify
+from . import record
+from .broker import OutsideBroker, notebook_key
+from .config import QloopMCP
+from .gate import Gate, Step, Verdict
+from .kernels import PROBE, Kernels, OutsideError, RunResult
+
+INSTRUCTIONS = (
+    "Live Jupyter notebooks of this user, through qloop. list_notebooks names the open notebooks "
+    "and their kernels; list_variables, inspect_variable and read_notebook read without running "
+    "anything. run_code runs Python in a notebook's kernel, in the user's namespace: unless the "
+    "user's policy allows it, the user approves each call on a card in the notebook's page (the "
+    "call waits for the click) and may deny it with a reason or edit the code; the result says "
+    "what was decided and what really ran. The user's data stays in the kernel: inspect it, do "
+    "not print whole tables."
+)
+READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+
+def client_name(ctx: Context[Any, Any]) -> str:
+    """The name the outside client announced itself with (shown on the card)."""
+    params = ctx.session.client_params
+    info = getattr(params, "client_info", None)
+    name = str(getattr(info, "name", "") or "").strip()
+    return name[:80] or "an MCP client"
+
+
+def _error(text: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+
+def _text(text: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)])
+
+
+class OutsideTools:
+    """The tools, over the Jupyter server's kernels, contents and the outside broker."""
+
+    def __init__(self, serverapp: Any, config: QloopMCP, broker: OutsideBroker) -> None:
+        self.serverapp = serverapp
+        self.config = config
+        self.broker = broker
+        self.kernels = Kernels(serverapp)
+        self.gate = Gate(broker, lambda: self.config.policy)
+
+    async def list_notebooks(self) -> CallToolResult:
+        rows = []
+        for session in await self.kernels.sessions():
+            kernel = session.get("kernel") or {}
+            path = notebook_key(str(session.get("path", "")))
+            rows.append(
+                {
+                    "path": path,
+                    "kernel_id": kernel.get("id"),
+                    "kernel_name": kernel.get("name"),
+                    "execution_state": kernel.get("execution_state"),
+                    "shown_in_a_page": self.broker.shown(path),
+                }
+            )
+        if not rows:
+            return _text("No notebook has a running kernel: the user opens one in JupyterLab.")
+        return _text(json.dumps({"notebooks": rows}, indent=1))
+
+    async def list_variables(self, path: str) -> CallToolResult:
+        kernel_id = await self.kernels.kernel_for(path)
+        answer = await self.kernels.evaluate(kernel_id, f"{PROBE}.variables(get_ipython())")
+        return _text(str(answer["text"]))
+
+    async def inspect_variable(
+        self, path: str, name: str, columns: list[str] | None, offset: int, rows: int | None
+    ) -> CallToolResult:
+        kernel_id = await self.kernels.kernel_for(path)
+        call = f"{PROBE}.inspect(get_ipython(), {name!r}, {columns!r}, {int(offset)!r}, {rows!r})"
+        answer = await self.kernels.evaluate(kernel_id, call)
+        if not answer.get("ok"):
+            return _error(str(answer.get("error")))
+        return _text(str(answer["text"]))
+
+    async def read_notebook(self, path: str, cell_ids: list[str] | None) -> CallToolResult:
+        key = notebook_key(path)
+        try:
+            model = await _maybe(self.serverapp.contents_manager.get(key, content=True))
+        except Exception as exc:  # tornado's HTTPError for a missing file, or an unreadable one
+            return _error(f"cannot read {key!r}: {getattr(exc, 'log_message', None) or exc}")
+        if model.get("type") != "notebook":
+            return _error(f"{key!r} is not a notebook")
+        cells = (model.get("content") or {}).get("cells") or []
+        view = notebook_view(cells, cell_ids, path=key)
+        head = f"{key} as last saved ({model.get('last_modified')}):\n"
+        return _text(redact_text(head + render(view)))
+
+    async def run_code(self, path: str, code: str, ctx: Context[Any, Any]) -> CallToolResult:
+        client = client_name(ctx)
+        kernel_id = await self.kernels.kernel_for(path)
+        source, names = await self.kernels.prepared(kernel_id, code)
+        step = Step(client, notebook_key(path), "run_code", code, classify(source, names))
+
+        async def progress(waited: float, message: str) -> None:
+            await ctx.report_progress(waited, None, message)
+
+        verdict = await self.gate.decide(step, progress)
+        if not verdict.run:
+            self._record(step, verdict, None)
+            return _error(verdict.message)
+        try:
+            if verdict.approval_id is not None:
+                self.broker.running(
+                    verdict.approval_id, lambda: _later(self.kernels.interrupt(kernel_id))
+                )
+            ran = await self.kernels.run(kernel_id, verdict.code, self.config.call_timeout_s)
+        finally:
+            if verdict.approval_id is not None:
+                self.broker.drop(verdict.approval_id)
+        result = self._result(step, verdict, ran)
+        self._record(step, verdict, ran)
+        return result
+
+    def _summary(self, step: Step, verdict: Verdict, ran: RunResult) -> str:
+        lines = [f"{verdict.how} (class '{step.assessment.risk}')."]
+        if verdict.reason:
+            lines.append(f"The user's note: {verdict.reason}")
+        if verdict.code != step.code:
+            lines.append(f"The user edited the code; what ran:\n```python\n{verdict.code}\n```")
+        if ran.status == "timeout":
+            lines.append("It was interrupted after the time limit.")
+        elif ran.status != "ok":
+            lines.append("It raised an error (interrupted by the user, if a KeyboardInterrupt).")
+        output = truncate(ran.text(), self.config.result_chars)
+        lines.append(f"Output:\n{output}" if output.strip() else "It printed nothing.")
+        return redact_text("\n".join(lines))
+
+    def _result(self, step: Step, verdict: Verdict, ran: RunResult) -> CallToolResult:
+        content: list[ContentBlock] = [
+            TextContent(type="text", text=self._summary(step, verdict, ran))
+        ]
+        for mime, data in ran.images[:4]:
+            content.append(ImageContent(type="image", data=data, mime_type=mime))
+        return CallToolResult(content=content, is_error=ran.status != "ok")
+
+    def _record(self, step: Step, verdict: Verdict, ran: RunResult | None) -> None:
+        entry = record.entry(
+            path=step.path,
+            client=step.client,
+            tool=step.tool,
+            input={"code": redact_text(step.code)},
+            decision=verdict.how,
+            reason=redact_text(verdict.reason or verdict.message),
+            ran=redact_text(verdict.code) if ran is not None else None,
+            risk=step.assessment.risk,
+            result=redact_text(ran.text()) if ran is not None else "",
+            is_error=ran is None or ran.status != "ok",
+        )
+        self.broker.add_record(step.path, entry)
+
+
+async def _maybe(value: Any) -> Any:
+    import inspect
+
+    return await value if inspect.isawaitable(value) else value
+
+
+def _later(work: Any) -> None:
+    import asyncio
+
+    asyncio.ensure_future(work)
+
+
+def build_server(tools: OutsideTools) -> MCPServer:
+    """The MCP server with the outside tools; errors of :class:`OutsideError` reach the client."""
+    server: MCPServer = MCPServer("qloop", instructions=INSTRUCTIONS)
+
+    async def guarded(work: Any) -> CallToolResult:
+        try:
+            result: CallToolResult = await work
+        except OutsideError as exc:
+            return _error(str(exc))
+        return result
+
+    @server.tool(annotations=READ, structured_output=False)
+    async def list_notebooks() -> CallToolResult:
+        """The notebooks with a running kernel: path, kernel, its state, and whether a page shows it
+        (a page is needed to approve run_code)."""
+        return await guarded(tools.list_notebooks())
+
+    @server.tool(annotations=READ, structured_output=False)
+    async def list_variables(path: str) -> CallToolResult:
+        """The user's variables in the kernel of the notebook at ``path`` (server-relative, as
+        list_notebooks gives it): name, type, shape, memory. Runs no user code."""
+        return await guarded(tools.list_variables(path))
+
+    @server.tool(annotations=READ, structured_output=False)
+    async def inspect_variable(
+        path: str,
+        name: str,
+        columns: list[str] | None = None,
+        offset: int = 0,
+        rows: int | None = None,
+    ) -> CallToolResult:
+        """A type-aware summary of one variable (or attribute path such as ``model.coef_``) in the
+        notebook's kernel: for frames their shape, dtypes, some rows from ``offset`` and column
+        statistics; lazy, distributed and GPU data described from metadata."""
+        return await guarded(tools.inspect_variable(path, name, columns, offset, rows))
+
+    @server.tool(annotations=READ, structured_output=False)
+    async def read_notebook(path: str, cell_ids: list[str] | None = None) -> CallToolResult:
+        """The notebook's cells as last saved, in order: id, type, execution count, bounded source
+        and outputs. ``cell_ids`` picks some."""
+        return await guarded(tools.read_notebook(path, cell_ids))
+
+    @server.tool(
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=True, open_world_hint=True
+        ),
+        structured_output=False,
+    )
+    async def run_code(path: str, code: str, ctx: Context[Any, Any]) -> CallToolResult:
+        """Run Python ``code`` in the kernel of the notebook at ``path``, in the user's namespace.
+        Unless the user's policy allows it, the user approves the call on a card in the notebook
+        (the call waits); the result says what was decided, what ran and its output."""
+        return await guarded(tools.run_code(path, code, ctx))
+
+    return server

@@ -1,0 +1,361 @@
+"""The live notebooks as an MCP server for outside agents: the official SDK's client against a real
+Jupyter server with qloop's extension and real kernels; a notebook page played over the REST routes
+the JupyterLab extension uses (the browser test plays it in JupyterLab itself)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from mcp import types
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from qloop_kernel.server import record
+from qloop_kernel.server.handlers import is_loopback
+from tests.jupyter_server import JupyterServer, Page, jupyter_server
+
+pytestmark = pytest.mark.timeout(240)
+
+SECRET = "sk-ant-api03-outside0agent0secret0value0123456789abcdef"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
+    root = tmp_path_factory.mktemp("outside") / "root"
+    with jupyter_server(root, env={"ANTHROPIC_API_KEY": SECRET}) as running:
+        yield running
+
+
+def notebook(server: JupyterServer, *sources: str) -> str:
+    return server.open_notebook(f"nb-{uuid.uuid4().hex[:8]}.ipynb", sources)
+
+
+@contextlib.asynccontextmanager
+async def session(
+    server: JupyterServer, name: str = "test-outside"
+) -> AsyncIterator[ClientSession]:
+    info = types.Implementation(name=name, version="1.0")
+    async with (
+        httpx.AsyncClient(headers=server.headers, timeout=120) as http,
+        streamable_http_client(server.mcp_url, http_client=http) as (read, write, *_),
+        ClientSession(read, write, client_info=info) as client,
+    ):
+        await client.initialize()
+        yield client
+
+
+def text(result: types.CallToolResult) -> str:
+    return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+async def call(client: ClientSession, tool: str, **arguments: Any) -> types.CallToolResult:
+    return await client.call_tool(tool, arguments)
+
+
+def run(work: Any) -> Any:
+    return asyncio.run(work)
+
+
+# --- authentication -------------------------------------------------------------------------------
+
+
+def test_a_missing_or_wrong_token_is_refused_and_no_page_login_is_offered(
+    server: JupyterServer,
+) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    missing = httpx.post(server.mcp_url, json=body, timeout=30)
+    wrong = httpx.post(
+        server.mcp_url, json=body, headers={"Authorization": "token not-the-token"}, timeout=30
+    )
+    for reply in (missing, wrong):
+        assert reply.status_code == 401, reply.text
+        assert "token is required" in reply.json()["message"]
+    pending = httpx.get(
+        server.url + "qloop/outside/pending", params={"path": "x.ipynb"}, timeout=30
+    )
+    assert pending.status_code == 403  # the page routes need Jupyter's auth too
+
+    async def refused() -> None:
+        async with (
+            httpx.AsyncClient(headers={"Authorization": "token wrong"}, timeout=30) as http,
+            streamable_http_client(server.mcp_url, http_client=http) as (r, w, *_),
+            ClientSession(r, w) as client,
+        ):
+            await client.initialize()
+
+    with pytest.raises(BaseException) as failed:
+        run(refused())
+    assert server.token not in str(failed.value)
+
+
+def test_only_loopback_addresses_count_as_this_machine() -> None:
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("127.8.0.2")
+    assert not is_loopback("10.0.0.5") and not is_loopback("192.168.1.2") and not is_loopback("")
+
+
+# --- read tools -----------------------------------------------------------------------------------
+
+
+def test_read_tools_answer_from_the_kernel_and_the_saved_notebook(server: JupyterServer) -> None:
+    path = notebook(server, "import pandas as pd\ndf = pd.DataFrame({'a': [1, 2, 3]})")
+
+    async def scenario() -> dict[str, str]:
+        async with session(server) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert set(tools) == {
+                "list_notebooks", "list_variables", "inspect_variable", "read_notebook", "run_code"
+            }  # fmt: skip
+            assert tools["list_variables"].annotations.read_only_hint is True
+            assert tools["run_code"].annotations.read_only_hint is False
+            listed = json.loads(text(await call(client, "list_notebooks")))
+            before = text(await call(client, "list_variables", path=path))
+            page = Page(server, path, lambda card: {"decision": "approve", "reason": ""})
+            async with page.open():
+                made = await call(client, "run_code", path=path, code="frame = {'rows': 3}")
+            assert not made.is_error, text(made)
+            return {
+                "listed": json.dumps(listed),
+                "before": before,
+                "after": text(await call(client, "list_variables", path=path)),
+                "inspect": text(await call(client, "inspect_variable", path=path, name="frame")),
+                "unknown": text(await call(client, "inspect_variable", path=path, name="fram")),
+                "cells": text(await call(client, "read_notebook", path=path)),
+                "missing": text(await call(client, "list_variables", path="nope.ipynb")),
+            }
+
+    found = run(scenario())
+    assert path in found["listed"]
+    assert "No user variables" in found["before"]  # no cell of the notebook has run
+    assert "frame" in found["after"] and "dict" in found["after"]
+    assert "rows" in found["inspect"]
+    assert "fram" in found["unknown"] and "frame" in found["unknown"]  # a close name suggested
+    assert "df = pd.DataFrame" in found["cells"] and "as last saved" in found["cells"]
+    assert "no kernel runs 'nope.ipynb'" in found["missing"]
+
+
+# --- run_code behind the approval card ------------------------------------------------------------
+
+
+def test_run_code_with_no_page_is_refused_runs_nothing_and_is_recorded(
+    server: JupyterServer,
+) -> None:
+    path = notebook(server)
+
+    async def scenario() -> tuple[types.CallToolResult, str, Page]:
+        async with session(server) as client:
+            refused = await call(client, "run_code", path=path, code="y = 1")
+            after = text(await call(client, "list_variables", path=path))
+            page = Page(server, path, lambda card: None)
+            async with page.open():
+                await asyncio.sleep(1.0)  # the refusal's record waits for a page to save it
+            return refused, after, page
+
+    refused, after, page = run(scenario())
+    assert refused.is_error
+    assert "no page shows" in text(refused) and "c.QloopMCP.policy" in text(refused)
+    assert "No user variables" in after  # nothing ran
+    assert page.cards == []
+    [entry] = page.saved
+    assert entry["client"] == "test-outside" and entry["tool"] == "run_code"
+    assert entry["decision"].startswith("refused") and entry["ran"] is None
+    assert record.verified(entry, path)
+    assert not record.verified({**entry, "input": {"code": "y = 2"}}, path)  # edited: no longer
+    assert not record.verified(entry, "other.ipynb")  # moved to another notebook: no longer
+
+
+def test_a_card_names_the_client_and_the_call_waits_for_the_click(server: JupyterServer) -> None:
+    path = notebook(server)
+    progress: list[str] = []
+
+    async def scenario() -> tuple[types.CallToolResult, Page]:
+        async with session(server, name="claude-code") as client:
+            page = Page(server, path, lambda card: None)  # the user takes their time
+            async with page.open():
+                call_task = asyncio.create_task(
+                    client.call_tool(
+                        "run_code",
+                        {"path": path, "code": "z = 6 * 7\nprint('z is', z)"},
+                        progress_callback=lambda p, t, m: _note(progress, m),
+                    )
+                )
+                while not page.cards:
+                    await asyncio.sleep(0.1)
+                await asyncio.sleep(6)  # still waiting: progress goes to the client meanwhile
+                assert not call_task.done()
+                async with httpx.AsyncClient(headers=server.headers) as http:
+                    card = page.cards[0]
+                    decided = await http.post(
+                        server.url + "qloop/outside/decide",
+                        json={"id": card["id"], "decision": "approve", "reason": "fine by me"},
+                    )
+                    again = await http.post(
+                        server.url + "qloop/outside/decide",
+                        json={"id": card["id"], "decision": "deny"},
+                    )
+                assert decided.status_code == 200 and again.status_code == 409
+                result = await call_task
+                await asyncio.sleep(0.5)
+            return result, page
+
+    result, page = run(scenario())
+    [card] = page.cards
+    assert card["client"] == "claude-code" and card["tool"] == "run_code"
+    assert card["title"].startswith("claude-code wants to run code")
+    assert card["risk"] == "write" and card["reasons"] == ["line 1: creates z"]
+    assert card["code"] == "z = 6 * 7\nprint('z is', z)"
+    assert any("waiting for the user's approval" in m for m in progress)
+    assert not result.is_error
+    said = text(result)
+    assert "approved by the user" in said and "fine by me" in said and "z is 42" in said
+    [entry] = page.saved
+    assert entry["decision"] == "approved by the user" and entry["reason"] == "fine by me"
+    assert "z is 42" in entry["result"] and record.verified(entry, path)
+
+
+def _note(progress: list[str], message: str | None) -> None:
+    progress.append(message or "")
+
+
+def test_a_denial_runs_nothing_and_tells_the_client_why(server: JupyterServer) -> None:
+    path = notebook(server)
+
+    async def scenario() -> tuple[types.CallToolResult, str, Page]:
+        async with session(server) as client:
+            page = Page(server, path, lambda card: {"decision": "deny", "reason": "not on my data"})
+            async with page.open():
+                denied = await call(client, "run_code", path=path, code="import os\n!rm -rf data")
+                await asyncio.sleep(0.5)
+            return denied, text(await call(client, "list_variables", path=path)), page
+
+    denied, after, page = run(scenario())
+    assert denied.is_error and text(denied) == "denied by the user: not on my data"
+    assert page.cards[0]["risk"] == "external"  # the `!` line, as the kernel's IPython runs it
+    assert "runs the shell command `rm`" in page.cards[0]["reasons"][-1]
+    assert "No user variables" in after  # `import os` did not run either
+    assert page.saved[0]["decision"] == "denied by the user" and page.saved[0]["ran"] is None
+
+
+def test_an_edit_runs_what_the_user_wrote_and_says_so(server: JupyterServer) -> None:
+    path = notebook(server)
+    edited = "limit = 10\nprint('limit', limit)"
+
+    async def scenario() -> tuple[types.CallToolResult, Page]:
+        async with session(server) as client:
+            page = Page(
+                server, path, lambda card: {"decision": "edit", "code": edited, "reason": ""}
+            )
+            async with page.open():
+                result = await call(client, "run_code", path=path, code="limit = 10_000_000")
+                await asyncio.sleep(0.5)
+            return result, page
+
+    result, page = run(scenario())
+    said = text(result)
+    assert "edited by the user" in said and edited in said and "limit 10" in said
+    assert page.saved[0]["input"] == {"code": "limit = 10_000_000"}
+    assert page.saved[0]["ran"] == edited
+
+
+def test_always_allow_covers_this_clients_later_calls_of_that_class_or_milder(
+    server: JupyterServer,
+) -> None:
+    path = notebook(server)
+
+    async def scenario() -> tuple[list[types.CallToolResult], types.CallToolResult, Page]:
+        page = Page(server, path, lambda card: {"decision": "always", "reason": ""})
+        async with page.open():
+            async with session(server, name="cursor") as client:
+                first = await call(client, "run_code", path=path, code="a = 1")
+                second = await call(client, "run_code", path=path, code="b = 2")
+            page.answer = lambda card: None
+            async with session(server, name="another-agent") as other:
+                task = asyncio.create_task(call(other, "run_code", path=path, code="c = 3"))
+                while len(page.cards) < 2:
+                    await asyncio.sleep(0.1)
+                task.cancel()  # the client gives up: its card goes away
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        return [first, second], page.cards[1], page
+
+    results, other_card, page = run(scenario())
+    assert all(not r.is_error for r in results)
+    assert "run by the user's grant" in text(results[1])
+    assert other_card["client"] == "another-agent"  # the grant is the client's, not everyone's
+    assert len([c for c in page.cards if c["client"] == "cursor"]) == 1
+
+
+def test_stop_interrupts_a_running_call(server: JupyterServer) -> None:
+    path = notebook(server)
+
+    async def scenario() -> tuple[types.CallToolResult, str]:
+        async with session(server) as client:
+            page = Page(server, path, lambda card: {"decision": "approve", "reason": ""})
+            async with page.open():
+                task = asyncio.create_task(
+                    call(
+                        client, "run_code", path=path, code="import time\ntime.sleep(60)\nslept = 1"
+                    )
+                )
+                while not page.running:
+                    await asyncio.sleep(0.1)
+                async with httpx.AsyncClient(headers=server.headers) as http:
+                    stop = await http.post(
+                        server.url + "qloop/outside/stop", json={"id": page.running[0]["id"]}
+                    )
+                assert stop.status_code == 200
+                result = await asyncio.wait_for(task, 30)
+            return result, text(await call(client, "list_variables", path=path))
+
+    result, after = run(scenario())
+    assert result.is_error and "KeyboardInterrupt" in text(result)
+    assert "slept" not in after
+
+
+def test_images_reach_the_client_and_secrets_do_not(server: JupyterServer) -> None:
+    path = notebook(server)
+    pixel = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+    code = (
+        "import os\nfrom IPython.display import display\n"
+        f"display({{'image/png': '{pixel}', 'text/plain': '<image>'}}, raw=True)\n"
+        "print(os.environ['ANTHROPIC_API_KEY'])"
+    )
+
+    async def scenario() -> tuple[types.CallToolResult, Page]:
+        async with session(server) as client:
+            page = Page(server, path, lambda card: {"decision": "approve", "reason": ""})
+            async with page.open():
+                result = await call(client, "run_code", path=path, code=code)
+                await asyncio.sleep(0.5)
+            return result, page
+
+    result, page = run(scenario())
+    images = [c for c in result.content if isinstance(c, types.ImageContent)]
+    assert [i.mime_type for i in images] == ["image/png"] and images[0].data == pixel
+    assert SECRET not in text(result) and SECRET not in json.dumps(page.saved)
+    assert "outside0agent0secret" not in text(result)
+
+
+# --- policies from the user's Jupyter config ------------------------------------------------------
+
+
+def test_the_users_policy_decides_without_a_page(tmp_path: Path) -> None:
+    with jupyter_server(tmp_path / "root", "--QloopMCP.policy=readonly") as server:
+        path = server.open_notebook("p.ipynb")
+
+        async def scenario() -> tuple[types.CallToolResult, types.CallToolResult]:
+            async with session(server) as client:
+                read = await call(client, "run_code", path=path, code="print(sum(range(4)))")
+                write = await call(client, "run_code", path=path, code="total = 6")
+                return read, write
+
+        read, write = run(scenario())
+    assert not read.is_error and "6" in text(read) and "policy 'readonly'" in text(read)
+    assert write.is_error and "denied by the approval policy 'readonly'" in text(write)
