@@ -50,7 +50,9 @@ class MCPHandler(JupyterHandler):
             raise web.HTTPError(
                 401, "the Jupyter server's token is required: Authorization: token …"
             )
-        if not self.token_authenticated:
+        if not self.token_authenticated and self.identity_provider.auth_enabled:
+            # A page's cookie is not enough: a client sends the token. (A server run with no
+            # authentication at all, which its owner chose, is open to every client anyway.)
             raise web.HTTPError(403, "MCP clients authenticate with the Jupyter server's token")
 
     async def prepare(self, *, _redirect_to_login: Any = True) -> None:
