@@ -117,6 +117,7 @@ class Page:
     cards: list[dict[str, Any]] = field(default_factory=list)
     running: list[dict[str, Any]] = field(default_factory=list)
     saved: list[dict[str, Any]] = field(default_factory=list)
+    applied: list[dict[str, Any]] = field(default_factory=list)
 
     async def run(self) -> None:
         after = 0
@@ -136,6 +137,14 @@ class Page:
         if item["kind"] == "record":
             self.saved.append(item["entry"])
             await http.post(self.server.url + "qloop/outside/saved", json={"id": item["id"]})
+        elif item["state"] == "apply":  # a cell change allowed without a card: the page applies it
+            if all(c["id"] != item["id"] for c in self.applied):
+                self.applied.append(item)
+                applied = {"cell_id": f"applied-{len(self.applied)}"}
+                await http.post(
+                    self.server.url + "qloop/outside/decide",
+                    json={"id": item["id"], "decision": "approve", "applied": applied},
+                )
         elif item["state"] == "running":
             if all(c["id"] != item["id"] for c in self.running):
                 self.running.append(item)

@@ -111,7 +111,8 @@ def test_read_tools_answer_from_the_kernel_and_the_saved_notebook(server: Jupyte
         async with session(server) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
             assert set(tools) == {
-                "list_notebooks", "list_variables", "inspect_variable", "read_notebook", "run_code"
+                "list_notebooks", "list_variables", "inspect_variable", "read_notebook", "run_code",
+                "add_cell", "edit_cell",
             }  # fmt: skip
             assert tools["list_variables"].annotations.read_only_hint is True
             assert tools["run_code"].annotations.read_only_hint is False
@@ -350,12 +351,80 @@ def test_the_users_policy_decides_without_a_page(tmp_path: Path) -> None:
     with jupyter_server(tmp_path / "root", "--QloopMCP.policy=readonly") as server:
         path = server.open_notebook("p.ipynb")
 
-        async def scenario() -> tuple[types.CallToolResult, types.CallToolResult]:
+        async def scenario() -> list[types.CallToolResult]:
             async with session(server) as client:
-                read = await call(client, "run_code", path=path, code="print(sum(range(4)))")
-                write = await call(client, "run_code", path=path, code="total = 6")
-                return read, write
+                return [
+                    await call(client, "run_code", path=path, code="print(sum(range(4)))"),
+                    await call(client, "run_code", path=path, code="total = 6"),
+                    await call(client, "add_cell", path=path, source="total = 6"),
+                ]
 
-        read, write = run(scenario())
+        read, write, cell = run(scenario())
     assert not read.is_error and "6" in text(read) and "policy 'readonly'" in text(read)
     assert write.is_error and "denied by the approval policy 'readonly'" in text(write)
+    assert cell.is_error and "denied by the approval policy 'readonly'" in text(cell)
+
+
+# --- cells ----------------------------------------------------------------------------------------
+
+
+def test_a_proposed_cell_is_added_by_the_page_once_the_user_accepts_it(
+    server: JupyterServer,
+) -> None:
+    path = notebook(server, "x = 1")
+
+    def accept(card: dict[str, Any]) -> dict[str, Any]:
+        if card["cell"]["op"] == "edit":
+            return {"decision": "deny", "reason": "keep my cell"}
+        applied = {"cell_id": "cell-new"}
+        return {"decision": "edit", "code": "# mine\ny = 2", "reason": "", "applied": applied}
+
+    async def scenario() -> tuple[list[types.CallToolResult], types.CallToolResult, Page]:
+        async with session(server, name="cursor") as client:
+            refused = await call(client, "add_cell", path=path, source="y = 2")  # no page yet
+            page = Page(server, path, accept)
+            async with page.open():
+                added = await call(
+                    client, "add_cell", path=path, source="y = 2", after_cell_id="c0"
+                )
+                edited = await call(client, "edit_cell", path=path, cell_id="c0", source="x = 9")
+                await asyncio.sleep(0.5)
+            return [refused, added], edited, page
+
+    (refused, added), edited, page = run(scenario())
+    assert refused.is_error and "cells are changed in the page" not in text(refused)
+    assert "no page shows" in text(refused)
+    add, edit = page.cards
+    assert add["title"] == "cursor proposes a new code cell — accept?"
+    assert add["cell"] == {"op": "add", "cell_type": "code", "after_cell_id": "c0"}
+    assert add["code"] == "y = 2" and add["risk"] == "write"
+    assert add["reasons"] == ["line 1: adds a code cell after cell c0"]
+    assert not added.is_error
+    assert "added as cell cell-new" in text(added) and "# mine\ny = 2" in text(added)
+    assert edit["cell"] == {"op": "edit", "cell_id": "c0"} and edit["code"] == "x = 9"
+    assert edited.is_error and text(edited) == "denied by the user: keep my cell"
+    saved = {e["tool"]: e for e in page.saved if e["decision"] != "refused: no page to approve it"}
+    assert (
+        saved["add_cell"]["ran"] == "# mine\ny = 2"
+        and saved["add_cell"]["result"] == "cell cell-new"
+    )
+    assert saved["add_cell"]["input"]["source"] == "y = 2"
+    assert saved["edit_cell"]["ran"] is None and record.verified(saved["edit_cell"], path)
+
+
+def test_a_policy_that_allows_a_cell_change_still_has_the_page_apply_it(tmp_path: Path) -> None:
+    with jupyter_server(tmp_path / "root", "--QloopMCP.policy=write") as server:
+        path = server.open_notebook("w.ipynb")
+
+        async def scenario() -> tuple[types.CallToolResult, types.CallToolResult, Page]:
+            async with session(server) as client:
+                ran = await call(client, "run_code", path=path, code="w = 1")
+                page = Page(server, path, lambda card: None)
+                async with page.open():
+                    added = await call(client, "add_cell", path=path, source="w += 1")
+                return ran, added, page
+
+        ran, added, page = run(scenario())
+    assert not ran.is_error and "policy 'write'" in text(ran)  # a 'write' step: no card, no page
+    assert page.cards == [] and [a["cell"]["op"] for a in page.applied] == ["add"]
+    assert "added as cell applied-1" in text(added)

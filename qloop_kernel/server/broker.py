@@ -35,16 +35,21 @@ def notebook_key(path: str) -> str:
 
 @dataclass(frozen=True)
 class Decision:
-    """What the user decided on a card: ``code`` is the edited code (``edit`` only)."""
+    """What the user decided on a card: ``code`` is the edited code (``edit`` only); for a cell
+    change, ``applied`` is what the page did (``{"cell_id": ...}``, or ``{"error": ...}``)."""
 
     kind: DecisionKind
     reason: str = ""
     code: str | None = None
+    applied: dict[str, Any] | None = None
 
 
 @dataclass
 class Approval:
-    """One call waiting for a decision (``waiting``), then running after it (``running``)."""
+    """One call waiting for a decision (``waiting``), then running after it (``running``); a cell
+    change the policy or a grant allowed waits for a page to apply it (``apply``, no card).
+    ``cell`` describes a cell change: ``op`` (add, edit), ``cell_id`` or ``after_cell_id``,
+    ``cell_type``."""
 
     id: str
     path: str
@@ -55,14 +60,15 @@ class Approval:
     risk: Risk
     reasons: list[str]
     editable: bool = True
-    state: Literal["waiting", "running"] = "waiting"
+    state: Literal["waiting", "running", "apply"] = "waiting"
     decided: asyncio.Future[Decision] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
     stop: Callable[[], Any] | None = None
+    cell: dict[str, Any] | None = None
 
     def item(self) -> dict[str, Any]:
-        return {
+        found = {
             "id": self.id,
             "kind": "approval",
             "state": self.state,
@@ -74,6 +80,9 @@ class Approval:
             "reasons": list(self.reasons),
             "editable": self.editable,
         }
+        if self.cell is not None:
+            found["cell"] = dict(self.cell)
+        return found
 
 
 @dataclass
@@ -155,7 +164,7 @@ class OutsideBroker:
     def decide(self, item_id: str, decision: Decision) -> bool:
         """Settle a waiting call; False when there is none by that id (decided, gone)."""
         approval = self._approvals.get(item_id)
-        if approval is None or approval.state != "waiting" or approval.decided.done():
+        if approval is None or approval.state == "running" or approval.decided.done():
             return False
         approval.decided.set_result(decision)
         return True

@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from ..names import Policy
 from ..permissions import policy_denial, policy_verdict
@@ -38,6 +39,7 @@ class Step:
     tool: str
     code: str
     assessment: Assessment
+    cell: dict[str, Any] | None = None  # a cell change the page applies (see Approval.cell)
 
     @property
     def reasons(self) -> list[str]:
@@ -54,6 +56,7 @@ class Verdict:
     reason: str = ""
     message: str = ""  # why it was refused, for the client
     approval_id: str | None = None  # the card, kept to show the call running
+    applied: dict[str, Any] | None = None  # what the page did, for a cell change
 
 
 class Gate:
@@ -68,8 +71,6 @@ class Gate:
         risk = step.assessment.risk
         shown = self.broker.shown(step.path)
         verdict = policy_verdict(policy, risk, interactive=shown)
-        if verdict == "run":
-            return Verdict(True, f"run without asking by the policy '{policy}'", step.code)
         if verdict == "deny":
             how = (
                 "refused: no page to approve it"
@@ -77,9 +78,17 @@ class Gate:
                 else "refused by the policy"
             )
             return Verdict(False, how, message=self._refusal(step, policy, shown))
-        if self.broker.granted(step.client, step.path, step.tool, risk):
-            return Verdict(True, "run by the user's grant for this client", step.code)
-        return await self._ask(step, progress)
+        if verdict == "run":
+            allowed = Verdict(True, f"run without asking by the policy '{policy}'", step.code)
+        elif self.broker.granted(step.client, step.path, step.tool, risk):
+            allowed = Verdict(True, "run by the user's grant for this client", step.code)
+        else:
+            return await self._ask(step, progress)
+        if step.cell is None:
+            return allowed
+        if not shown:  # the page applies a cell change: none shows the notebook
+            return Verdict(False, "refused: no page to apply it", message=self._no_page(step))
+        return await self._ask(step, progress, allowed)
 
     def _refusal(self, step: Step, policy: Policy, shown: bool) -> str:
         risk = step.assessment.risk
@@ -91,16 +100,26 @@ class Gate:
             )
         return policy_denial(policy, risk, step.assessment.reasons, CONFIG_HINT)
 
-    async def _ask(self, step: Step, progress: Progress) -> Verdict:
+    def _no_page(self, step: Step) -> str:
+        return (
+            f"refused: no page shows {step.path!r}, and cells are changed in the page that shows "
+            "the notebook. Ask the user to open it in JupyterLab or Notebook 7 and call again"
+        )
+
+    async def _ask(self, step: Step, progress: Progress, allowed: Verdict | None = None) -> Verdict:
+        """Show the card and wait for the click; with ``allowed`` (a cell change the policy or a
+        grant allows), no card: the page applies the change and answers."""
         approval = Approval(
             id=self.broker.new_id("a"),
             path=step.path,
             client=step.client,
             tool=step.tool,
-            title=f"{step.client} wants to run code in this notebook — approve?",
+            title=_title(step),
             code=step.code,
             risk=step.assessment.risk,
             reasons=step.reasons,
+            state="waiting" if allowed is None else "apply",
+            cell=step.cell,
         )
         self.broker.add(approval)
         try:
@@ -116,6 +135,9 @@ class Gate:
                 message=f"refused: no page shows {step.path!r} any more, so nobody can approve "
                 "this call; it did not run",
             )
+        if allowed is not None:
+            self.broker.drop(approval.id)
+            return replace(allowed, applied=decision.applied)
         return self._verdict(approval, step, decision)
 
     async def _wait(self, approval: Approval, step: Step, progress: Progress) -> Decision | None:
@@ -137,12 +159,37 @@ class Gate:
             return Verdict(
                 False, "denied by the user", reason=reason, message=f"denied by the user{said}"
             )
+        applied = decision.applied
+        if step.cell is not None:
+            self.broker.drop(approval.id)  # the page applied it: nothing runs here
         if decision.kind == "always":
             self.broker.grant(step.client, step.path, step.tool, step.assessment.risk)
             how = "approved by the user, who also allowed later such calls of this client"
-            return Verdict(True, how, step.code, reason, approval_id=approval.id)
+            return Verdict(True, how, step.code, reason, approval_id=approval.id, applied=applied)
         if decision.kind == "edit" and decision.code is not None and decision.code != step.code:
             return Verdict(
-                True, "edited by the user", decision.code, reason, approval_id=approval.id
+                True,
+                "edited by the user",
+                decision.code,
+                reason,
+                approval_id=approval.id,
+                applied=applied,
             )
-        return Verdict(True, "approved by the user", step.code, reason, approval_id=approval.id)
+        return Verdict(
+            True,
+            "approved by the user",
+            step.code,
+            reason,
+            approval_id=approval.id,
+            applied=applied,
+        )
+
+
+def _title(step: Step) -> str:
+    """The card's first line: who asks for what."""
+    cell = step.cell or {}
+    if cell.get("op") == "add":
+        return f"{step.client} proposes a new {cell.get('cell_type', 'code')} cell — accept?"
+    if cell.get("op") == "edit":
+        return f"{step.client} proposes an edit of a cell — accept?"
+    return f"{step.client} wants to run code in this notebook — approve?"

@@ -193,7 +193,11 @@ class DecideHandler(OutsideHandler):
         if kind == "edit" and not isinstance(code, str):
             raise web.HTTPError(400, 'an "edit" decision carries the edited "code"')
         reason = found.get("reason")
-        decision = Decision(kind, str(reason)[:2000] if isinstance(reason, str) else "", code)
+        applied = found.get("applied")
+        if applied is not None and not isinstance(applied, dict):
+            raise web.HTTPError(400, '"applied" is an object')
+        said = str(reason)[:2000] if isinstance(reason, str) else ""
+        decision = Decision(kind, said, code, applied)
         ok = self.broker.decide(found["id"], decision)
         self.answer(ok, "" if ok else "this call was already decided or is gone")
 

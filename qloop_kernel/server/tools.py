@@ -9,7 +9,8 @@ could change anything is recorded in the notebook (:mod:`.record`), whatever was
 from __future__ import annotations
 
 import json
-from typing import Any
+from dataclasses import replace
+from typing import Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, ContentBlock, ImageContent, TextContent, ToolAnnotations
@@ -17,7 +18,7 @@ from mcp.types import CallToolResult, ContentBlock, ImageContent, TextContent, T
 from ..notebook_view import notebook_view, render
 from ..redact import redact_text
 from ..text import truncate
-from ..tools.risk import classify
+from ..tools.risk import Assessment, Reason, classify
 from . import record
 from .broker import OutsideBroker, notebook_key
 from .config import QloopMCP
@@ -134,6 +135,46 @@ class OutsideTools:
         self._record(step, verdict, ran)
         return result
 
+    async def change_cell(
+        self, path: str, source: str, cell: dict[str, Any], ctx: Context[Any, Any]
+    ) -> CallToolResult:
+        """Propose a cell change (``cell["op"]``: add, edit) that the notebook's page applies once
+        the user accepts it (or the policy or a grant allows it)."""
+        key = notebook_key(path)
+        tool = f"{cell['op']}_cell"
+        if cell["op"] == "add":
+            where = (
+                f"after cell {cell['after_cell_id']}" if cell.get("after_cell_id") else "at the end"
+            )
+            what = f"adds a {cell['cell_type']} cell {where}"
+        else:
+            what = f"replaces the source of cell {cell['cell_id']}"
+        assessment = Assessment("write", (Reason(1, "write", what),), frozenset())
+        step = Step(client_name(ctx), key, tool, source, assessment, cell)
+
+        async def progress(waited: float, message: str) -> None:
+            await ctx.report_progress(waited, None, message)
+
+        verdict = await self.gate.decide(step, progress)
+        applied = verdict.applied or {}
+        failed = verdict.run and not isinstance(applied.get("cell_id"), str)
+        if failed:
+            error = applied.get("error") or "the page did not apply it"
+            verdict = replace(verdict, run=False, message=f"not applied: {error}")
+        self._record(step, verdict, None, applied=applied if verdict.run else None)
+        if not verdict.run:
+            return _error(verdict.message)
+        return _text(self._cell_summary(step, verdict, str(applied["cell_id"])))
+
+    def _cell_summary(self, step: Step, verdict: Verdict, cell_id: str) -> str:
+        done = "added as cell" if (step.cell or {}).get("op") == "add" else "applied to cell"
+        lines = [f"{verdict.how}: {done} {cell_id}."]
+        if verdict.reason:
+            lines.append(f"The user's note: {verdict.reason}")
+        if verdict.code != step.code:
+            lines.append(f"The user edited it; the cell's source now:\n```\n{verdict.code}\n```")
+        return redact_text("\n".join(lines))
+
     def _summary(self, step: Step, verdict: Verdict, ran: RunResult) -> str:
         lines = [f"{verdict.how} (class '{step.assessment.risk}')."]
         if verdict.reason:
@@ -156,20 +197,37 @@ class OutsideTools:
             content.append(ImageContent(type="image", data=data, mime_type=mime))
         return CallToolResult(content=content, is_error=ran.status != "ok")
 
-    def _record(self, step: Step, verdict: Verdict, ran: RunResult | None) -> None:
+    def _record(
+        self,
+        step: Step,
+        verdict: Verdict,
+        ran: RunResult | None,
+        applied: dict[str, Any] | None = None,
+    ) -> None:
+        given: dict[str, Any] = {"code": redact_text(step.code)}
+        if step.cell is not None:
+            given = {"source": redact_text(step.code), **step.cell}
+        if applied is not None:
+            ran_text: str | None = redact_text(verdict.code)
+        else:
+            ran_text = redact_text(verdict.code) if ran is not None else None
         entry = record.entry(
             path=step.path,
             client=step.client,
             tool=step.tool,
-            input={"code": redact_text(step.code)},
+            input=given,
             decision=verdict.how,
             reason=redact_text(verdict.reason or verdict.message),
-            ran=redact_text(verdict.code) if ran is not None else None,
+            ran=ran_text,
             risk=step.assessment.risk,
-            result=redact_text(ran.text()) if ran is not None else "",
-            is_error=ran is None or ran.status != "ok",
+            result=redact_text(ran.text()) if ran is not None else _applied_text(applied),
+            is_error=ran_text is None or (ran is not None and ran.status != "ok"),
         )
         self.broker.add_record(step.path, entry)
+
+
+def _applied_text(applied: dict[str, Any] | None) -> str:
+    return f"cell {applied['cell_id']}" if applied and "cell_id" in applied else ""
 
 
 async def _maybe(value: Any) -> Any:
@@ -237,5 +295,34 @@ def build_server(tools: OutsideTools) -> MCPServer:
         Unless the user's policy allows it, the user approves the call on a card in the notebook
         (the call waits); the result says what was decided, what ran and its output."""
         return await guarded(tools.run_code(path, code, ctx))
+
+    @server.tool(
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False),
+        structured_output=False,
+    )
+    async def add_cell(
+        path: str,
+        source: str,
+        ctx: Context[Any, Any],
+        cell_type: Literal["code", "markdown"] = "code",
+        after_cell_id: str | None = None,
+    ) -> CallToolResult:
+        """Propose a new cell in the notebook at ``path``, after the cell ``after_cell_id`` (ids
+        from read_notebook; none: at the end). The user accepts it (possibly edited) or rejects it
+        in the notebook's page; nothing runs. The result gives the new cell's id."""
+        cell = {"op": "add", "cell_type": cell_type, "after_cell_id": after_cell_id}
+        return await guarded(tools.change_cell(path, source, cell, ctx))
+
+    @server.tool(
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False),
+        structured_output=False,
+    )
+    async def edit_cell(
+        path: str, cell_id: str, source: str, ctx: Context[Any, Any]
+    ) -> CallToolResult:
+        """Propose new source for the cell ``cell_id`` of the notebook at ``path``; the user
+        accepts it (possibly edited) or rejects it in the notebook's page. Nothing runs."""
+        cell = {"op": "edit", "cell_id": cell_id}
+        return await guarded(tools.change_cell(path, source, cell, ctx))
 
     return server
