@@ -139,6 +139,13 @@ class Page:
             await http.post(self.server.url + "qloop/outside/saved", json={"id": item["id"]})
         elif item["state"] == "apply":  # a cell change allowed without a card: the page applies it
             if all(c["id"] != item["id"] for c in self.applied):
+                claim = await http.post(
+                    self.server.url + "qloop/outside/claim", json={"id": item["id"]}
+                )
+                again = await http.post(
+                    self.server.url + "qloop/outside/claim", json={"id": item["id"]}
+                )
+                assert (claim.status_code, again.status_code) == (200, 409)
                 self.applied.append(item)
                 applied = {"cell_id": f"applied-{len(self.applied)}"}
                 await http.post(

@@ -66,6 +66,7 @@ class Approval:
     )
     stop: Callable[[], Any] | None = None
     cell: dict[str, Any] | None = None
+    claimed: bool = False  # a page took the cell change to apply it (one page only)
 
     def item(self) -> dict[str, Any]:
         found = {
@@ -167,6 +168,16 @@ class OutsideBroker:
         if approval is None or approval.state == "running" or approval.decided.done():
             return False
         approval.decided.set_result(decision)
+        return True
+
+    def claim(self, item_id: str) -> bool:
+        """Let one page apply a cell change: True for the first page that asks, once."""
+        approval = self._approvals.get(item_id)
+        if approval is None or approval.cell is None or approval.claimed:
+            return False
+        if approval.state == "running" or approval.decided.done():
+            return False
+        approval.claimed = True
         return True
 
     def running(self, item_id: str, stop: Callable[[], Any]) -> None:

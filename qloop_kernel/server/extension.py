@@ -10,7 +10,14 @@ from jupyter_server.utils import url_path_join
 
 from .broker import OutsideBroker
 from .config import QloopMCP
-from .handlers import DecideHandler, MCPHandler, PendingHandler, SavedHandler, StopHandler
+from .handlers import (
+    ClaimHandler,
+    DecideHandler,
+    MCPHandler,
+    PendingHandler,
+    SavedHandler,
+    StopHandler,
+)
 
 _STATE_KEY = "qloop_outside"
 
@@ -24,6 +31,7 @@ def load(serverapp: Any) -> None:
         (url_path_join(base, "qloop/outside/pending"), PendingHandler, {"broker": broker}),
         (url_path_join(base, "qloop/outside/decide"), DecideHandler, {"broker": broker}),
         (url_path_join(base, "qloop/outside/stop"), StopHandler, {"broker": broker}),
+        (url_path_join(base, "qloop/outside/claim"), ClaimHandler, {"broker": broker}),
         (url_path_join(base, "qloop/outside/saved"), SavedHandler, {"broker": broker}),
     ]
     state: dict[str, Any] = {"broker": broker, "config": config, "task": None}

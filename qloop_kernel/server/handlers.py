@@ -202,6 +202,17 @@ class DecideHandler(OutsideHandler):
         self.answer(ok, "" if ok else "this call was already decided or is gone")
 
 
+class ClaimHandler(OutsideHandler):
+    """``POST qloop/outside/claim``: a page takes a cell change to apply it; 409 for any other
+    page (under real-time collaboration every page of the notebook shows the card)."""
+
+    @web.authenticated
+    @authorized
+    def post(self) -> None:
+        ok = self.broker.claim(self.body()["id"])
+        self.answer(ok, "" if ok else "another page applies this change, or it is gone")
+
+
 class StopHandler(OutsideHandler):
     """``POST qloop/outside/stop``: interrupt a running call."""
 
