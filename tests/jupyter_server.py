@@ -75,8 +75,12 @@ def jupyter_server(
         f"--ServerApp.root_dir={root}", *args,
     ]  # fmt: skip
     with log.open("wb") as out:
-        process = subprocess.Popen(
-            command, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
+        process = subprocess.Popen(  # in the temporary folder: the server's own files land there
+            command,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+            cwd=root.parent,
         )
     server = JupyterServer(f"http://127.0.0.1:{port}/", TOKEN, root, log)
     try:
