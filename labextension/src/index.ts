@@ -1,8 +1,9 @@
 /**
  * The qloop-kernel JupyterLab plugins: the comm bridge to the kernel with the
- * agent's cell proposals, the output mirror copied into cell metadata, and
- * the agent-cell marker. (The renderers of answers and saved turns are the
- * MIME extension in `mime.ts`.)
+ * agent's cell proposals, the output mirror copied into cell metadata, the
+ * agent-cell marker, and the approval cards of outside agents' requests.
+ * (The renderers of answers and saved turns are the MIME extension in
+ * `mime.ts`.)
  */
 import {
   JupyterFrontEnd,
@@ -19,6 +20,7 @@ import { TRANSLATION_DOMAIN } from './labels';
 import { trackMarkers } from './marker';
 import { trackMirrors } from './mirror';
 import { eachContext, eachPanel } from './notebooks';
+import { OutsideRequests, showOutsideRequests } from './outside';
 import { ProposalBoards, showProposals } from './proposalview';
 import { restorePlugin } from './restore';
 import { trackSource } from './source';
@@ -98,12 +100,35 @@ const agentCellMarker: JupyterFrontEndPlugin<void> = {
   }
 };
 
+/**
+ * Shows the requests of outside agents (through qloop's MCP server in the
+ * Jupyter server) on top of each notebook view, for the user to decide.
+ */
+const outsideAgents: JupyterFrontEndPlugin<void> = {
+  id: 'qloop-kernel:outside-agents',
+  description:
+    "Shows outside agents' requests to a notebook's kernel as approval cards on top of the notebook.",
+  autoStart: true,
+  requires: [INotebookTracker],
+  optional: [ITranslator],
+  activate: (
+    app: JupyterFrontEnd,
+    tracker: INotebookTracker,
+    translator: ITranslator | null
+  ) => {
+    const trans = (translator ?? nullTranslator).load(TRANSLATION_DOMAIN);
+    const requests = new OutsideRequests(app.serviceManager.serverSettings);
+    eachPanel(tracker, panel => showOutsideRequests(panel, requests, trans));
+  }
+};
+
 const plugins: JupyterFrontEndPlugin<void>[] = [
   commBridge,
   mirrorSync,
   agentCellMarker,
   restorePlugin,
-  copyToCellPlugin
+  copyToCellPlugin,
+  outsideAgents
 ];
 
 export default plugins;

@@ -1,0 +1,466 @@
+/**
+ * The requests of outside agents (Claude Code, Cursor, ...) that reach a
+ * notebook's kernel through qloop's MCP server in the Jupyter server: each
+ * notebook view long-polls the server for the notebook's pending requests,
+ * shows them as cards, posts the user's decisions back, and saves the records
+ * the server hands it into the notebook's metadata (`qloop_outside`).
+ *
+ * While a view polls, the server counts the notebook as shown: it refuses
+ * outside calls for a notebook no page shows.
+ */
+import { URLExt } from '@jupyterlab/coreutils';
+import { INotebookModel, NotebookPanel } from '@jupyterlab/notebook';
+import { ServerConnection } from '@jupyterlab/services';
+import { TranslationBundle } from '@jupyterlab/translation';
+import { JSONExt, JSONObject } from '@lumino/coreutils';
+import type { ISignal } from '@lumino/signaling';
+
+import {
+  IOutsideApproval,
+  IOutsideDecision,
+  OutsideBoard,
+  PostOutcome
+} from './outsidecard';
+import { INotebookMetadata } from './protocol';
+import { isJSONObject } from './record';
+
+/** The notebook metadata key of the outside agents' records. */
+export const OUTSIDE_KEY = 'qloop_outside';
+/** The server's routes, under its base URL. */
+export const PENDING_ROUTE = 'qloop/outside/pending';
+export const DECIDE_ROUTE = 'qloop/outside/decide';
+export const STOP_ROUTE = 'qloop/outside/stop';
+export const SAVED_ROUTE = 'qloop/outside/saved';
+
+/** Milliseconds before the first retry after a failed poll, and the most. */
+export const FIRST_RETRY_MS = 2000;
+export const LAST_RETRY_MS = 30000;
+
+/** An entry the page saves into the notebook's metadata, then acknowledges. */
+export interface IOutsideRecord {
+  id: string;
+  kind: 'record';
+  key: string;
+  entry: JSONObject;
+}
+
+export type OutsideItem = IOutsideApproval | IOutsideRecord;
+
+/** One answer of the long poll: the whole current list of the notebook. */
+export interface IPending {
+  version: number;
+  items: OutsideItem[];
+}
+
+/** What a poll came back with. */
+export type PollAnswer =
+  | { answer: 'pending'; pending: IPending }
+  /** 404: the server has no qloop extension. */
+  | { answer: 'absent' }
+  | { answer: 'failed'; message: string };
+
+function isStringList(value: unknown): value is string[] {
+  return Array.isArray(value) && value.every(v => typeof v === 'string');
+}
+
+function approvalItem(data: JSONObject): IOutsideApproval | null {
+  const { id, state, client, tool, title, code, risk, reasons } = data;
+  const editable = data['editable'] ?? false;
+  const texts = [id, client, tool, title, code, risk];
+  if (
+    !texts.every(text => typeof text === 'string') ||
+    (state !== 'waiting' && state !== 'running') ||
+    !isStringList(reasons) ||
+    typeof editable !== 'boolean'
+  ) {
+    return null;
+  }
+  const [itemId, itemClient, itemTool, itemTitle, itemCode, itemRisk] =
+    texts as string[];
+  return {
+    id: itemId,
+    kind: 'approval',
+    state,
+    client: itemClient,
+    tool: itemTool,
+    title: itemTitle,
+    code: itemCode,
+    risk: itemRisk,
+    reasons,
+    editable
+  };
+}
+
+function recordItem(data: JSONObject): IOutsideRecord | null {
+  const { id, key, entry } = data;
+  if (
+    typeof id !== 'string' ||
+    typeof key !== 'string' ||
+    !isJSONObject(entry)
+  ) {
+    return null;
+  }
+  return { id, kind: 'record', key, entry };
+}
+
+/** The answer of the pending route, or null when it is not one; odd items are left out. */
+export function parsePending(data: unknown): IPending | null {
+  if (
+    !isJSONObject(data) ||
+    typeof data['version'] !== 'number' ||
+    !Array.isArray(data['items'])
+  ) {
+    return null;
+  }
+  const items: OutsideItem[] = [];
+  for (const raw of data['items']) {
+    const kind = isJSONObject(raw) ? raw['kind'] : undefined;
+    const item =
+      kind === 'approval'
+        ? approvalItem(raw as JSONObject)
+        : kind === 'record'
+          ? recordItem(raw as JSONObject)
+          : null;
+    if (item) {
+      items.push(item);
+    } else {
+      console.warn('qloop: an outside request the page cannot read', raw);
+    }
+  }
+  return { version: data['version'], items };
+}
+
+async function failure(response: Response): Promise<string> {
+  try {
+    const body: unknown = await response.json();
+    if (isJSONObject(body) && typeof body['message'] === 'string') {
+      return body['message'];
+    }
+  } catch {
+    // Not JSON: the status says it.
+  }
+  return `HTTP ${response.status}`;
+}
+
+/** The server's routes for outside requests, through Jupyter's authentication. */
+export class OutsideRequests {
+  constructor(readonly settings: ServerConnection.ISettings) {}
+
+  /** Wait for the notebook's list newer than `after` (up to 25 s on the server). */
+  async pending(
+    path: string,
+    after: number,
+    signal?: AbortSignal
+  ): Promise<PollAnswer> {
+    const query = URLExt.objectToQueryString({ path, after: String(after) });
+    const url = URLExt.join(this.settings.baseUrl, PENDING_ROUTE) + query;
+    try {
+      const response = await ServerConnection.makeRequest(
+        url,
+        { method: 'GET', signal },
+        this.settings
+      );
+      if (response.status === 404) {
+        return { answer: 'absent' };
+      }
+      if (response.status !== 200) {
+        return { answer: 'failed', message: await failure(response) };
+      }
+      const pending = parsePending(await response.json());
+      return pending
+        ? { answer: 'pending', pending }
+        : { answer: 'failed', message: 'not a list of pending requests' };
+    } catch (error) {
+      return { answer: 'failed', message: String(error) };
+    }
+  }
+
+  /** Send the user's decision on a request. */
+  decide(id: string, decision: IOutsideDecision): Promise<PostOutcome> {
+    return this._post(DECIDE_ROUTE, { id, ...decision });
+  }
+
+  /** Interrupt a request that runs. */
+  stop(id: string): Promise<PostOutcome> {
+    return this._post(STOP_ROUTE, { id });
+  }
+
+  /** Say that a record is in the notebook's metadata. */
+  saved(id: string): Promise<PostOutcome> {
+    return this._post(SAVED_ROUTE, { id });
+  }
+
+  private async _post(route: string, body: JSONObject): Promise<PostOutcome> {
+    const url = URLExt.join(this.settings.baseUrl, route);
+    try {
+      const response = await ServerConnection.makeRequest(
+        url,
+        {
+          method: 'POST',
+          body: JSON.stringify(body),
+          headers: { 'Content-Type': 'application/json' }
+        },
+        this.settings
+      );
+      if (response.status === 200) {
+        return { outcome: 'ok' };
+      }
+      if (response.status === 409) {
+        return { outcome: 'taken' };
+      }
+      return { outcome: 'failed', message: await failure(response) };
+    } catch (error) {
+      return { outcome: 'failed', message: String(error) };
+    }
+  }
+}
+
+/** The wait before the retry after `failures` failed polls in a row: 2, 4, 8, 16, 30 s. */
+export function retryDelay(failures: number): number {
+  const delay = FIRST_RETRY_MS * 2 ** Math.max(0, failures - 1);
+  return Math.min(delay, LAST_RETRY_MS);
+}
+
+/**
+ * The long poll of one notebook path: each answer goes to `onAnswer`, the
+ * next request asks for a newer version. A failed poll is retried after a
+ * growing wait; a 404 (no qloop extension on the server) ends it.
+ */
+export class OutsidePoll {
+  constructor(
+    private readonly _requests: OutsideRequests,
+    private readonly _onAnswer: (pending: IPending) => void
+  ) {}
+
+  get isDisposed(): boolean {
+    return this._disposed;
+  }
+
+  /** Poll for `path` from version 0, ending the poll of the old path. */
+  restart(path: string): void {
+    if (this._disposed) {
+      return;
+    }
+    this._end();
+    void this._loop(++this._run, path);
+  }
+
+  dispose(): void {
+    if (this._disposed) {
+      return;
+    }
+    this._disposed = true;
+    this._end();
+  }
+
+  /** End the current run: its request is aborted and its wait cut short. */
+  private _end(): void {
+    this._run += 1;
+    this._controller?.abort();
+    this._controller = null;
+    clearTimeout(this._timer);
+    this._wake?.();
+    this._wake = null;
+  }
+
+  private async _loop(run: number, path: string): Promise<void> {
+    let after = 0;
+    let failures = 0;
+    while (run === this._run) {
+      const controller = new AbortController();
+      this._controller = controller;
+      const answer = await this._requests.pending(
+        path,
+        after,
+        controller.signal
+      );
+      if (run !== this._run) {
+        return; // disposed, or restarted for a new path
+      }
+      if (answer.answer === 'absent') {
+        console.debug('qloop: no outside agent routes on this server');
+        return;
+      }
+      if (answer.answer === 'failed') {
+        failures += 1;
+        await this._sleep(retryDelay(failures));
+        continue;
+      }
+      failures = 0;
+      after = answer.pending.version;
+      try {
+        this._onAnswer(answer.pending);
+      } catch (error) {
+        console.error('qloop: outside requests not shown', error);
+      }
+    }
+  }
+
+  private _sleep(ms: number): Promise<void> {
+    return new Promise(resolve => {
+      this._wake = resolve;
+      this._timer = setTimeout(resolve, ms);
+    });
+  }
+
+  private _run = 0;
+  private _disposed = false;
+  private _controller: AbortController | null = null;
+  private _timer: ReturnType<typeof setTimeout> | undefined = undefined;
+  private _wake: (() => void) | null = null;
+}
+
+/** What saving a record did. */
+export type SaveResult = 'saved' | 'present' | 'refused';
+
+/**
+ * Append `entry` to the notebook's `qloop_outside` entries, unless an entry
+ * with its id is there. A saved value of another shape is not the page's to
+ * change: it is left untouched ('refused').
+ */
+export function saveOutsideEntry(
+  notebook: Pick<INotebookMetadata, 'getMetadata' | 'setMetadata'>,
+  entry: JSONObject
+): SaveResult {
+  const saved = notebook.getMetadata(OUTSIDE_KEY);
+  let kept: JSONObject = {};
+  let entries: unknown[] = [];
+  if (saved !== undefined) {
+    if (!isJSONObject(saved) || !Array.isArray(saved['entries'])) {
+      return 'refused';
+    }
+    kept = saved;
+    entries = saved['entries'];
+  }
+  const present = entries.some(
+    old =>
+      isJSONObject(old) &&
+      ('id' in entry
+        ? JSONExt.deepEqual(old['id'], entry['id'])
+        : JSONExt.deepEqual(old, entry))
+  );
+  if (present) {
+    return 'present';
+  }
+  notebook.setMetadata(OUTSIDE_KEY, { ...kept, entries: [...entries, entry] });
+  return 'saved';
+}
+
+/**
+ * Saves the record items of one notebook view's answers, and acknowledges each
+ * once (again after a failed acknowledgement, when the item comes back).
+ */
+export class OutsideRecords {
+  constructor(private readonly _requests: OutsideRequests) {}
+
+  save(
+    notebook: Pick<INotebookMetadata, 'getMetadata' | 'setMetadata'>,
+    items: readonly OutsideItem[]
+  ): void {
+    for (const item of items) {
+      if (item.kind === 'record' && !this._acknowledged.has(item.id)) {
+        this._saveOne(notebook, item);
+      }
+    }
+  }
+
+  private _saveOne(
+    notebook: Pick<INotebookMetadata, 'getMetadata' | 'setMetadata'>,
+    item: IOutsideRecord
+  ): void {
+    const result =
+      item.key === OUTSIDE_KEY ? saveOutsideEntry(notebook, item.entry) : null;
+    if (result === null || result === 'refused') {
+      if (!this._warned.has(item.id)) {
+        this._warned.add(item.id);
+        console.warn(
+          result === null
+            ? `qloop: an outside record for key '${item.key}' is not saved (only '${OUTSIDE_KEY}' is)`
+            : `qloop: metadata '${OUTSIDE_KEY}' is not {"entries": [...]}: the outside record is not saved`,
+          item
+        );
+      }
+      return;
+    }
+    this._acknowledged.add(item.id);
+    void this._requests.saved(item.id).then(outcome => {
+      if (outcome.outcome === 'failed') {
+        this._acknowledged.delete(item.id);
+      }
+    });
+  }
+
+  private readonly _acknowledged = new Set<string>();
+  private readonly _warned = new Set<string>();
+}
+
+/** What the requests need of a notebook's context (a notebook panel's has it). */
+export interface IOutsideContext {
+  readonly path: string;
+  readonly pathChanged: ISignal<unknown, string>;
+  readonly ready: Promise<void>;
+  readonly isDisposed: boolean;
+  readonly model: Pick<INotebookModel, 'getMetadata' | 'setMetadata'>;
+}
+
+/** What the requests need of a notebook view (a `NotebookPanel` has it). */
+export interface IOutsideView {
+  readonly context: IOutsideContext;
+  /** Between the toolbar and the content, in JupyterLab 4 and Notebook 7. */
+  readonly contentHeader: Pick<NotebookPanel['contentHeader'], 'addWidget'>;
+  readonly content: { readonly node: HTMLElement };
+  readonly disposed: ISignal<unknown, void>;
+}
+
+/**
+ * Show the outside requests of a notebook view on top of it, while it is open:
+ * a board in the view's content header and a poll of the notebook's path.
+ */
+export function showOutsideRequests(
+  panel: IOutsideView,
+  requests: OutsideRequests,
+  trans: TranslationBundle
+): void {
+  const context = panel.context;
+  const board = new OutsideBoard({
+    trans,
+    actions: {
+      decide: (id, decision) => requests.decide(id, decision),
+      stop: id => requests.stop(id)
+    },
+    restoreFocus: () => panel.content.node.focus()
+  });
+  panel.contentHeader.addWidget(board);
+  const records = new OutsideRecords(requests);
+  const poll = new OutsidePoll(requests, pending => {
+    if (!context.isDisposed) {
+      records.save(context.model, pending.items);
+    }
+    board.setRequests(
+      pending.items.filter(
+        (item): item is IOutsideApproval => item.kind === 'approval'
+      )
+    );
+  });
+  let started = false;
+  const renamed = (_: unknown, path: string) => {
+    if (started) {
+      poll.restart(path);
+    }
+  };
+  context.pathChanged.connect(renamed);
+  panel.disposed.connect(() => {
+    poll.dispose();
+    context.pathChanged.disconnect(renamed);
+  });
+  // Records go into the metadata: wait until the notebook is loaded.
+  context.ready
+    .then(() => {
+      started = true;
+      poll.restart(context.path);
+    })
+    .catch(reason => {
+      // JupyterLab reports the failed load itself.
+      console.debug('qloop: notebook not loaded', reason);
+    });
+}

@@ -1,0 +1,816 @@
+/**
+ * Outside agents' requests in a notebook view: the long poll asks the
+ * server (a stand-in answering through a fake `fetch`) for the notebook's
+ * list with the version it last got, the cards follow the list (updated in
+ * place, never twice, gone when dropped), the buttons post the decisions,
+ * failed polls are retried with a growing wait, and the records go into the
+ * notebook's metadata once each, acknowledged.
+ */
+import { MainAreaWidget } from '@jupyterlab/apputils';
+import { NotebookModel } from '@jupyterlab/notebook';
+import { ServerConnection } from '@jupyterlab/services';
+import { nullTranslator } from '@jupyterlab/translation';
+import { JSONObject } from '@lumino/coreutils';
+import { Signal } from '@lumino/signaling';
+import { Widget } from '@lumino/widgets';
+
+import {
+  OUTSIDE_KEY,
+  IOutsideContext,
+  OutsideRecords,
+  OutsideRequests,
+  parsePending,
+  retryDelay,
+  saveOutsideEntry,
+  showOutsideRequests
+} from '../src/outside';
+import {
+  IOutsideApproval,
+  OUTSIDE_BOARD_CLASS,
+  OUTSIDE_CLASS,
+  OUTSIDE_ID_ATTRIBUTE,
+  OutsideBoard,
+  PostOutcome,
+  RISK_ATTRIBUTE
+} from '../src/outsidecard';
+import { MARK_CLASS, charMark } from '../src/visible';
+
+import { shouting } from './translators';
+
+const BASE = 'http://localhost:8888/lab-base/';
+const TOKEN = 'secret-token';
+const EVIL = '<img src=x onerror="window.hacked = 1">';
+
+/** A request as `ServerConnection` builds it (jsdom's AbortSignal is not Node's). */
+class FakeRequest {
+  readonly url: string;
+  readonly method: string;
+  readonly headers: Headers;
+  readonly body: string | null;
+  readonly signal: AbortSignal | null;
+
+  constructor(url: string, init: RequestInit = {}) {
+    this.url = url;
+    this.method = init.method ?? 'GET';
+    this.headers = new Headers(init.headers);
+    this.body = typeof init.body === 'string' ? init.body : null;
+    this.signal = init.signal ?? null;
+  }
+}
+
+interface IPoll {
+  path: string;
+  after: number;
+  headers: Headers;
+  aborted: boolean;
+  answered: boolean;
+  respond: (status: number, body: unknown) => void;
+  fail: () => void;
+}
+
+interface IPost {
+  route: string;
+  body: JSONObject;
+}
+
+function reply(status: number, body: unknown): Response {
+  return new Response(JSON.stringify(body), {
+    status,
+    headers: { 'Content-Type': 'application/json' }
+  });
+}
+
+/** The Jupyter server's qloop routes: polls wait until the test answers them. */
+class FakeServer {
+  readonly polls: IPoll[] = [];
+  readonly posts: IPost[] = [];
+  /** The answer of each POST route (default 200 {"ok": true}). */
+  readonly postAnswers = new Map<string, [number, unknown]>();
+
+  readonly fetch = (request: FakeRequest): Promise<Response> => {
+    const url = new URL(request.url);
+    expect(url.pathname.startsWith('/lab-base/qloop/outside/')).toBe(true);
+    const route = url.pathname.slice('/lab-base/'.length);
+    if (request.method === 'POST') {
+      const body = JSON.parse(request.body ?? 'null') as JSONObject;
+      this.posts.push({ route, body });
+      const [status, answer] = this.postAnswers.get(route) ?? [
+        200,
+        { ok: true }
+      ];
+      return Promise.resolve(reply(status, answer));
+    }
+    expect(route).toBe('qloop/outside/pending');
+    return new Promise<Response>((resolve, reject) => {
+      const poll: IPoll = {
+        path: url.searchParams.get('path') ?? '',
+        after: Number(url.searchParams.get('after')),
+        headers: request.headers,
+        aborted: false,
+        answered: false,
+        respond: (status, body) => {
+          poll.answered = true;
+          resolve(reply(status, body));
+        },
+        fail: () => {
+          poll.answered = true;
+          reject(new TypeError('Failed to fetch'));
+        }
+      };
+      request.signal?.addEventListener('abort', () => {
+        poll.aborted = true;
+        reject(new DOMException('The operation was aborted.', 'AbortError'));
+      });
+      this.polls.push(poll);
+    });
+  };
+
+  /** The poll that waits now (exactly one). */
+  get open(): IPoll {
+    const open = this.polls.filter(poll => !poll.answered && !poll.aborted);
+    expect(open).toHaveLength(1);
+    return open[0];
+  }
+
+  /** Answer the waiting poll with the notebook's whole list. */
+  answer(version: number, items: unknown[]): void {
+    this.open.respond(200, { version, items });
+  }
+}
+
+/** A notebook's context as the requests see it: a path that can change, a model. */
+class FakeContext implements IOutsideContext {
+  readonly pathChanged = new Signal<this, string>(this);
+  readonly ready = Promise.resolve();
+  readonly model = new NotebookModel();
+  isDisposed = false;
+
+  constructor(public path: string) {}
+
+  rename(path: string): void {
+    this.path = path;
+    this.pathChanged.emit(path);
+  }
+
+  dispose(): void {
+    this.isDisposed = true;
+    this.model.dispose();
+  }
+}
+
+/** A notebook view: a real main-area widget (toolbar, content header, content). */
+class FakeView extends MainAreaWidget<Widget> {
+  constructor(readonly context: FakeContext) {
+    super({ content: new Widget() });
+  }
+}
+
+function makeSettings(server: FakeServer): ServerConnection.ISettings {
+  return ServerConnection.makeSettings({
+    baseUrl: BASE,
+    token: TOKEN,
+    fetch: server.fetch as unknown as typeof fetch,
+    Request: FakeRequest as unknown as typeof Request
+  });
+}
+
+function approval(fields: Partial<IOutsideApproval> = {}): IOutsideApproval {
+  return {
+    id: 'a1',
+    kind: 'approval',
+    state: 'waiting',
+    client: 'claude-code',
+    tool: 'run_code',
+    title: 'claude-code wants to run code — approve?',
+    code: 'df = df.dropna()\nplot(df)',
+    risk: 'write',
+    reasons: ['line 1: rebinds df'],
+    editable: true,
+    ...fields
+  };
+}
+
+function record(id: string, entry: JSONObject): JSONObject {
+  return { id, kind: 'record', key: OUTSIDE_KEY, entry };
+}
+
+/** Let the fake server's answers travel through the page's promises. */
+async function settle(): Promise<void> {
+  for (let i = 0; i < 5; i++) {
+    await new Promise(resolve => setTimeout(resolve, 0));
+  }
+}
+
+function cards(panel: Widget): HTMLElement[] {
+  return Array.from(
+    panel.node.querySelectorAll<HTMLElement>(`.${OUTSIDE_CLASS}`)
+  );
+}
+
+function card(panel: Widget, id = 'a1'): HTMLElement {
+  const found = panel.node.querySelector<HTMLElement>(
+    `.${OUTSIDE_CLASS}[${OUTSIDE_ID_ATTRIBUTE}="${id}"]`
+  );
+  expect(found).not.toBeNull();
+  return found!;
+}
+
+function click(root: HTMLElement, selector: string): void {
+  const node = root.querySelector<HTMLButtonElement>(selector);
+  expect(node).not.toBeNull();
+  expect(node!.hidden).toBe(false);
+  node!.click();
+}
+
+function buttons(root: HTMLElement): HTMLButtonElement[] {
+  return Array.from(root.querySelectorAll('button'));
+}
+
+describe('showOutsideRequests', () => {
+  const yjsWarnings = ['Invalid access: Add Yjs type', '[yjs#509]'];
+  let server: FakeServer;
+  let context: FakeContext;
+  let panel: FakeView;
+  let warn: jest.SpyInstance;
+  let debug: jest.SpyInstance;
+
+  beforeEach(async () => {
+    const log = console.warn;
+    warn = jest
+      .spyOn(console, 'warn')
+      .mockImplementation((...args: unknown[]) => {
+        const message = String(args[0]);
+        if (!yjsWarnings.some(prefix => message.startsWith(prefix))) {
+          log(...args);
+        }
+      });
+    debug = jest.spyOn(console, 'debug').mockImplementation(() => undefined);
+    server = new FakeServer();
+    context = new FakeContext('work/analysis.ipynb');
+    panel = new FakeView(context);
+    Widget.attach(panel, document.body);
+    const requests = new OutsideRequests(makeSettings(server));
+    showOutsideRequests(panel, requests, nullTranslator.load('qloop'));
+    await settle();
+  });
+
+  afterEach(() => {
+    warn.mockRestore();
+    debug.mockRestore();
+    jest.useRealTimers();
+    panel.dispose();
+    context.dispose();
+  });
+
+  it('polls for the notebook with the version it last got, through Jupyter auth', async () => {
+    expect(server.polls).toHaveLength(1);
+    expect(server.open).toMatchObject({
+      path: 'work/analysis.ipynb',
+      after: 0
+    });
+    expect(server.open.headers.get('Authorization')).toBe(`token ${TOKEN}`);
+    server.answer(3, []);
+    await settle();
+    expect(server.open.after).toBe(3);
+    server.answer(7, [approval()]);
+    await settle();
+    expect(server.open.after).toBe(7);
+    expect(cards(panel)).toHaveLength(1);
+  });
+
+  it('shows a card in the content header: title, class, reasons, code, buttons', async () => {
+    server.answer(1, [approval({ risk: 'destructive' })]);
+    await settle();
+    const board = panel.contentHeader.node.querySelector(
+      `.${OUTSIDE_BOARD_CLASS}`
+    );
+    expect(board).not.toBeNull();
+    const node = card(panel);
+    expect(board!.contains(node)).toBe(true);
+    expect(node.getAttribute('role')).toBe('region');
+    expect(node.getAttribute('aria-label')).toContain('claude-code');
+    expect(node.getAttribute(RISK_ATTRIBUTE)).toBe('destructive');
+    expect(node.classList).toContain('qloop-outside-alarming');
+    expect(node.querySelector('.qloop-outside-title')!.textContent).toBe(
+      'claude-code wants to run code — approve?'
+    );
+    expect(node.querySelector('.qloop-outside-risk')!.textContent).toBe(
+      'class: destructive'
+    );
+    expect(
+      Array.from(
+        node.querySelectorAll('.qloop-outside-reasons li'),
+        li => li.textContent
+      )
+    ).toEqual(['line 1: rebinds df']);
+    expect(node.querySelector('pre.qloop-outside-code')!.textContent).toBe(
+      'df = df.dropna()\nplot(df)'
+    );
+    const shown = buttons(node)
+      .filter(b => !b.hidden && !b.closest('[hidden]'))
+      .map(b => b.textContent);
+    expect(shown).toEqual(['Approve', 'Deny', 'Always allow', 'Edit']);
+    expect(
+      node.querySelector<HTMLButtonElement>('.qloop-outside-always')!.title
+    ).toBe(
+      "Approve, and run this client's later run_code calls of this class or milder without asking, until the Jupyter server stops"
+    );
+    expect(
+      node.querySelector<HTMLInputElement>('input.qloop-outside-reason')!
+        .placeholder
+    ).toBe('reason (optional, sent to the agent)');
+  });
+
+  it('updates a card in place, keeps what the user typed, and drops what is gone', async () => {
+    server.answer(1, [approval(), approval({ id: 'a2', title: 'second' })]);
+    await settle();
+    const first = card(panel);
+    const input = first.querySelector<HTMLInputElement>(
+      '.qloop-outside-reason'
+    )!;
+    input.focus();
+    input.value = 'only the head';
+    server.answer(2, [
+      approval({ title: 'changed', reasons: ['line 2: plots'] }),
+      approval({ id: 'a2', title: 'second' })
+    ]);
+    await settle();
+    expect(cards(panel)).toHaveLength(2);
+    expect(card(panel)).toBe(first);
+    expect(first.querySelector('.qloop-outside-title')!.textContent).toBe(
+      'changed'
+    );
+    expect(first.querySelector('.qloop-outside-reasons')!.textContent).toBe(
+      'line 2: plots'
+    );
+    expect(first.querySelector('.qloop-outside-reason')).toBe(input);
+    expect(input.value).toBe('only the head');
+    expect(document.activeElement).toBe(input);
+    server.answer(3, [approval({ id: 'a2', title: 'second' })]);
+    await settle();
+    expect(
+      cards(panel).map(node => node.getAttribute(OUTSIDE_ID_ATTRIBUTE))
+    ).toEqual(['a2']);
+    server.answer(4, []);
+    await settle();
+    expect(cards(panel)).toHaveLength(0);
+    const board = panel.node.querySelector<HTMLElement>(
+      `.${OUTSIDE_BOARD_CLASS}`
+    )!;
+    expect(board.classList).toContain('lm-mod-hidden');
+  });
+
+  it.each([
+    ['.qloop-outside-approve', 'approve'],
+    ['.qloop-outside-deny', 'deny'],
+    ['.qloop-outside-always', 'always']
+  ])(
+    '%s posts the decision with the reason, and waits for the next answer',
+    async (selector, decision) => {
+      server.answer(1, [approval()]);
+      await settle();
+      const node = card(panel);
+      node.querySelector<HTMLInputElement>('.qloop-outside-reason')!.value =
+        '  use the copy ';
+      click(node, selector);
+      await settle();
+      expect(server.posts).toEqual([
+        {
+          route: 'qloop/outside/decide',
+          body: { id: 'a1', decision, reason: 'use the copy' }
+        }
+      ]);
+      expect(buttons(node).every(b => b.disabled)).toBe(true);
+      server.answer(2, [approval()]);
+      await settle();
+      expect(buttons(node).every(b => !b.disabled)).toBe(true);
+    }
+  );
+
+  it('edits the code in a textarea and posts the edit', async () => {
+    server.answer(1, [approval()]);
+    await settle();
+    const node = card(panel);
+    click(node, '.qloop-outside-edit');
+    const editor = node.querySelector<HTMLTextAreaElement>(
+      'textarea.qloop-outside-editor'
+    )!;
+    expect(editor.hidden).toBe(false);
+    expect(editor.value).toBe('df = df.dropna()\nplot(df)');
+    expect(
+      node.querySelector<HTMLElement>('pre.qloop-outside-code')!.hidden
+    ).toBe(true);
+    expect(
+      node.querySelector<HTMLElement>('.qloop-outside-approve')!.hidden
+    ).toBe(true);
+    // A poll answer meanwhile keeps the edit.
+    editor.value = 'df.head()';
+    server.answer(2, [approval({ reasons: ['later'] })]);
+    await settle();
+    expect(node.querySelector('textarea.qloop-outside-editor')).toBe(editor);
+    expect(editor.value).toBe('df.head()');
+    click(node, '.qloop-outside-cancel');
+    expect(editor.hidden).toBe(true);
+    expect(
+      node.querySelector<HTMLElement>('pre.qloop-outside-code')!.hidden
+    ).toBe(false);
+    click(node, '.qloop-outside-edit');
+    editor.value = 'df.head()';
+    node.querySelector<HTMLInputElement>('.qloop-outside-reason')!.value =
+      'smaller';
+    click(node, '.qloop-outside-run-edited');
+    await settle();
+    expect(server.posts).toEqual([
+      {
+        route: 'qloop/outside/decide',
+        body: {
+          id: 'a1',
+          decision: 'edit',
+          reason: 'smaller',
+          code: 'df.head()'
+        }
+      }
+    ]);
+  });
+
+  it('has no Edit button for a request that is not editable', async () => {
+    server.answer(1, [approval({ editable: false })]);
+    await settle();
+    expect(
+      card(panel).querySelector<HTMLElement>('.qloop-outside-edit')!.hidden
+    ).toBe(true);
+  });
+
+  it('drops the card when the request was decided elsewhere (409)', async () => {
+    server.postAnswers.set('qloop/outside/decide', [
+      409,
+      { ok: false, message: 'already decided' }
+    ]);
+    server.answer(1, [approval()]);
+    await settle();
+    click(card(panel), '.qloop-outside-deny');
+    await settle();
+    expect(cards(panel)).toHaveLength(0);
+    // The next answer says what became of it.
+    server.answer(2, [approval({ state: 'running' })]);
+    await settle();
+    expect(cards(panel)).toHaveLength(1);
+  });
+
+  it('says when a decision did not reach the server, and takes clicks again', async () => {
+    server.postAnswers.set('qloop/outside/decide', [500, { message: EVIL }]);
+    server.answer(1, [approval()]);
+    await settle();
+    const node = card(panel);
+    click(node, '.qloop-outside-approve');
+    await settle();
+    const error = node.querySelector<HTMLElement>('.qloop-outside-error')!;
+    expect(error.hidden).toBe(false);
+    expect(error.textContent).toBe(`Not sent: ${EVIL}`);
+    expect(error.querySelector('img')).toBeNull();
+    expect(buttons(node).every(b => !b.disabled)).toBe(true);
+  });
+
+  it('folds a running request to one line with a Stop button', async () => {
+    server.answer(1, [approval({ state: 'running' })]);
+    await settle();
+    const node = card(panel);
+    expect(
+      node.querySelector<HTMLElement>('.qloop-outside-waiting')!.hidden
+    ).toBe(true);
+    expect(node.querySelector('.qloop-outside-running-line')!.textContent).toBe(
+      'claude-code · run_code · running…'
+    );
+    click(node, '.qloop-outside-stop');
+    await settle();
+    expect(server.posts).toEqual([
+      { route: 'qloop/outside/stop', body: { id: 'a1' } }
+    ]);
+    expect(
+      node.querySelector<HTMLButtonElement>('.qloop-outside-stop')!.disabled
+    ).toBe(true);
+    server.answer(2, []);
+    await settle();
+    expect(cards(panel)).toHaveLength(0);
+  });
+
+  it('retries a failed poll after 2, 4, 8, 16, 30 s, and from 2 s again after an answer', async () => {
+    jest.useFakeTimers({ doNotFake: ['nextTick', 'queueMicrotask'] });
+    const waitFor = async (ms: number) => {
+      const before = server.polls.length;
+      await jest.advanceTimersByTimeAsync(ms - 1);
+      expect(server.polls).toHaveLength(before);
+      await jest.advanceTimersByTimeAsync(1);
+      expect(server.polls).toHaveLength(before + 1);
+    };
+    server.answer(5, []);
+    await jest.advanceTimersByTimeAsync(0);
+    for (const ms of [2000, 4000, 8000, 16000, 30000, 30000]) {
+      server.open.respond(500, { message: 'server error' });
+      await jest.advanceTimersByTimeAsync(0);
+      await waitFor(ms);
+    }
+    server.open.fail(); // a network error is retried too
+    await jest.advanceTimersByTimeAsync(0);
+    await waitFor(30000);
+    expect(server.open.after).toBe(5);
+    server.answer(6, []);
+    await jest.advanceTimersByTimeAsync(0);
+    server.open.respond(502, 'bad gateway');
+    await jest.advanceTimersByTimeAsync(0);
+    await waitFor(2000);
+  });
+
+  it('stops quietly when the server has no qloop routes (404)', async () => {
+    server.open.respond(404, { message: 'Not Found' });
+    await settle();
+    expect(debug).toHaveBeenCalled();
+    await new Promise(resolve => setTimeout(resolve, 50));
+    expect(server.polls).toHaveLength(1);
+  });
+
+  it('ends the poll when the view is disposed', async () => {
+    const poll = server.open;
+    panel.dispose();
+    await settle();
+    expect(poll.aborted).toBe(true);
+    expect(server.polls).toHaveLength(1);
+  });
+
+  it('ends a retry wait when the view is disposed', async () => {
+    jest.useFakeTimers({ doNotFake: ['nextTick', 'queueMicrotask'] });
+    server.open.respond(500, {});
+    await jest.advanceTimersByTimeAsync(0);
+    panel.dispose();
+    await jest.advanceTimersByTimeAsync(60000);
+    expect(server.polls).toHaveLength(1);
+  });
+
+  it('polls the new path from version 0 when the notebook is renamed', async () => {
+    server.answer(4, [approval()]);
+    await settle();
+    const old = server.open;
+    context.rename('work/renamed.ipynb');
+    await settle();
+    expect(old.aborted).toBe(true);
+    expect(server.open).toMatchObject({ path: 'work/renamed.ipynb', after: 0 });
+    server.answer(1, []);
+    await settle();
+    expect(cards(panel)).toHaveLength(0);
+    expect(server.open).toMatchObject({ path: 'work/renamed.ipynb', after: 1 });
+  });
+
+  it('saves a record into the notebook metadata once, and acknowledges it', async () => {
+    const model = context.model;
+    model.setMetadata(OUTSIDE_KEY, {
+      entries: [{ id: 'e0', note: 'kept' }],
+      other: 1
+    });
+    const entry = { id: 'e1', client: 'claude-code', decision: 'approve' };
+    server.answer(1, [record('r1', entry), approval()]);
+    await settle();
+    expect(model.getMetadata(OUTSIDE_KEY)).toEqual({
+      entries: [{ id: 'e0', note: 'kept' }, entry],
+      other: 1
+    });
+    expect(server.posts).toEqual([
+      { route: 'qloop/outside/saved', body: { id: 'r1' } }
+    ]);
+    expect(cards(panel)).toHaveLength(1);
+    // The same record again (the acknowledgement not yet through): no second copy.
+    server.answer(2, [record('r1', entry)]);
+    await settle();
+    expect(
+      (model.getMetadata(OUTSIDE_KEY) as JSONObject)['entries']
+    ).toHaveLength(2);
+    expect(server.posts).toHaveLength(1);
+  });
+
+  it('leaves a metadata value of another shape untouched, and does not acknowledge', async () => {
+    const model = context.model;
+    model.setMetadata(OUTSIDE_KEY, ['not', 'an', 'object']);
+    warn.mockReset().mockImplementation(() => undefined);
+    server.answer(1, [record('r1', { id: 'e1' })]);
+    await settle();
+    expect(model.getMetadata(OUTSIDE_KEY)).toEqual(['not', 'an', 'object']);
+    expect(server.posts).toEqual([]);
+    expect(warn).toHaveBeenCalledTimes(1);
+  });
+});
+
+describe('saveOutsideEntry', () => {
+  let model: NotebookModel;
+
+  beforeEach(() => {
+    model = new NotebookModel();
+  });
+
+  afterEach(() => model.dispose());
+
+  it('starts the entries, and finds an entry already saved by its id', () => {
+    expect(saveOutsideEntry(model, { id: 'e1', n: 1 })).toBe('saved');
+    expect(saveOutsideEntry(model, { id: 'e1', n: 2 })).toBe('present');
+    expect(saveOutsideEntry(model, { id: 'e2' })).toBe('saved');
+    expect(model.getMetadata(OUTSIDE_KEY)).toEqual({
+      entries: [{ id: 'e1', n: 1 }, { id: 'e2' }]
+    });
+  });
+
+  it.each([
+    [['not', 'an', 'object']],
+    ['text'],
+    [{ entries: 'nope' }],
+    [{ other: 1 }]
+  ])('refuses to change %j', saved => {
+    model.setMetadata(OUTSIDE_KEY, saved);
+    expect(saveOutsideEntry(model, { id: 'e1' })).toBe('refused');
+    expect(model.getMetadata(OUTSIDE_KEY)).toEqual(saved);
+  });
+});
+
+describe('OutsideRecords', () => {
+  it('acknowledges again when the acknowledgement failed', async () => {
+    const server = new FakeServer();
+    server.postAnswers.set('qloop/outside/saved', [500, {}]);
+    const records = new OutsideRecords(
+      new OutsideRequests(makeSettings(server))
+    );
+    const model = new NotebookModel();
+    const items = parsePending({
+      version: 1,
+      items: [record('r1', { id: 'e1' })]
+    })!.items;
+    records.save(model, items);
+    await settle();
+    records.save(model, items);
+    await settle();
+    expect(server.posts.map(post => post.body)).toEqual([
+      { id: 'r1' },
+      { id: 'r1' }
+    ]);
+    expect((model.getMetadata(OUTSIDE_KEY) as JSONObject)['entries']).toEqual([
+      { id: 'e1' }
+    ]);
+    model.dispose();
+  });
+
+  it('saves only into its own key', () => {
+    const warn = jest
+      .spyOn(console, 'warn')
+      .mockImplementation(() => undefined);
+    const server = new FakeServer();
+    const records = new OutsideRecords(
+      new OutsideRequests(makeSettings(server))
+    );
+    const model = new NotebookModel();
+    records.save(model, [
+      { id: 'r1', kind: 'record', key: 'qloop_grants', entry: { id: 'x' } }
+    ]);
+    expect(model.getMetadata('qloop_grants')).toBeUndefined();
+    expect(model.getMetadata(OUTSIDE_KEY)).toBeUndefined();
+    expect(server.posts).toEqual([]);
+    expect(warn).toHaveBeenCalled();
+    warn.mockRestore();
+    model.dispose();
+  });
+});
+
+describe('parsePending', () => {
+  it('keeps the items it can read and leaves out the others', () => {
+    const warn = jest
+      .spyOn(console, 'warn')
+      .mockImplementation(() => undefined);
+    const pending = parsePending({
+      version: 2,
+      items: [
+        approval(),
+        { ...approval({ id: 'no-code' }), code: 3 },
+        { ...approval({ id: 'bad-state' }), state: 'done' },
+        { kind: 'record', id: 'r', key: OUTSIDE_KEY, entry: [] },
+        'junk'
+      ]
+    });
+    expect(pending).toEqual({ version: 2, items: [approval()] });
+    expect(warn).toHaveBeenCalledTimes(4);
+    expect(parsePending({ items: [] })).toBeNull();
+    expect(parsePending([])).toBeNull();
+    warn.mockRestore();
+  });
+
+  it('waits 2 s, then twice as long, up to 30 s', () => {
+    expect([1, 2, 3, 4, 5, 6, 20].map(retryDelay)).toEqual([
+      2000, 4000, 8000, 16000, 30000, 30000, 30000
+    ]);
+  });
+});
+
+describe('OutsideBoard', () => {
+  function board(trans = nullTranslator.load('qloop')) {
+    const sent: [string, string][] = [];
+    const done = (): Promise<PostOutcome> => Promise.resolve({ outcome: 'ok' });
+    const widget = new OutsideBoard({
+      trans,
+      actions: {
+        decide: (id, decision) => {
+          sent.push([id, decision.decision]);
+          return done();
+        },
+        stop: id => {
+          sent.push([id, 'stop']);
+          return done();
+        }
+      }
+    });
+    Widget.attach(widget, document.body);
+    return { widget, sent };
+  }
+
+  afterEach(() => {
+    document.body.innerHTML = '';
+  });
+
+  it('marks invisible and confusable characters in the code', () => {
+    const { widget } = board();
+    const code = 'x = "abc\u202Edef"\ny\u200B = 1';
+    widget.setRequests([approval({ code })]);
+    const pre = widget.node.querySelector('pre.qloop-outside-code')!;
+    const marks = Array.from(
+      pre.querySelectorAll(`.${MARK_CLASS}`),
+      m => m.textContent
+    );
+    expect(marks).toEqual([charMark('\u202E'), charMark('\u200B')]);
+    expect(pre.textContent).not.toContain('\u202E');
+    widget.dispose();
+  });
+
+  it('never reads server text as HTML', () => {
+    const { widget } = board();
+    widget.setRequests([
+      approval({
+        title: EVIL,
+        client: EVIL,
+        tool: EVIL,
+        code: EVIL,
+        risk: EVIL,
+        reasons: [EVIL]
+      })
+    ]);
+    expect(widget.node.querySelector('img')).toBeNull();
+    const node = widget.node.querySelector<HTMLElement>(`.${OUTSIDE_CLASS}`)!;
+    expect(node.querySelector('.qloop-outside-title')!.textContent).toBe(EVIL);
+    expect(node.querySelector('.qloop-outside-reasons li')!.textContent).toBe(
+      EVIL
+    );
+    expect(node.querySelector('pre')!.textContent).toBe(EVIL);
+    expect(node.getAttribute(RISK_ATTRIBUTE)).toBe(EVIL);
+    widget.setRequests([
+      approval({ state: 'running', client: EVIL, tool: EVIL })
+    ]);
+    expect(widget.node.querySelector('img')).toBeNull();
+    expect(node.querySelector('.qloop-outside-running-line')!.textContent).toBe(
+      `${EVIL} · ${EVIL} · running…`
+    );
+    expect((window as unknown as { hacked?: number }).hacked).toBeUndefined();
+    widget.dispose();
+  });
+
+  it('translates its own words', () => {
+    const { widget } = board(shouting.load('qloop'));
+    widget.setRequests([approval()]);
+    const node = widget.node.querySelector<HTMLElement>(`.${OUTSIDE_CLASS}`)!;
+    expect(buttons(node).map(b => b.textContent)).toEqual([
+      'APPROVE',
+      'DENY',
+      'ALWAYS ALLOW',
+      'EDIT',
+      'RUN EDITED',
+      'CANCEL',
+      'STOP'
+    ]);
+    expect(node.querySelector('.qloop-outside-risk')!.textContent).toBe(
+      'CLASS: write'
+    );
+    expect(node.querySelector<HTMLInputElement>('input')!.placeholder).toBe(
+      'REASON (OPTIONAL, SENT TO THE AGENT)'
+    );
+    widget.dispose();
+  });
+
+  it('shows one card per request, in the order they came', () => {
+    const { widget, sent } = board();
+    widget.setRequests([approval({ id: 'b' }), approval({ id: 'a' })]);
+    widget.setRequests([
+      approval({ id: 'a' }),
+      approval({ id: 'b' }),
+      approval({ id: 'c' })
+    ]);
+    expect(widget.shown).toEqual(['b', 'a', 'c']);
+    expect(widget.node.querySelectorAll(`.${OUTSIDE_CLASS}`)).toHaveLength(3);
+    click(
+      widget.node.querySelector<HTMLElement>(`[${OUTSIDE_ID_ATTRIBUTE}="c"]`)!,
+      '.qloop-outside-approve'
+    );
+    expect(sent).toEqual([['c', 'approve']]);
+    widget.dispose();
+  });
+});
