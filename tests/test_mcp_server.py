@@ -167,9 +167,8 @@ def test_run_code_with_no_page_is_refused_runs_nothing_and_is_recorded(
     [entry] = page.saved
     assert entry["client"] == "test-outside" and entry["tool"] == "run_code"
     assert entry["decision"].startswith("refused") and entry["ran"] is None
-    assert record.verified(entry, path)
-    assert not record.verified({**entry, "input": {"code": "y = 2"}}, path)  # edited: no longer
-    assert not record.verified(entry, "other.ipynb")  # moved to another notebook: no longer
+    assert record.verified(entry)
+    assert not record.verified({**entry, "input": {"code": "y = 2"}})  # edited: no longer
 
 
 def test_a_card_names_the_client_and_the_call_waits_for_the_click(server: JupyterServer) -> None:
@@ -218,7 +217,7 @@ def test_a_card_names_the_client_and_the_call_waits_for_the_click(server: Jupyte
     assert "approved by the user" in said and "fine by me" in said and "z is 42" in said
     [entry] = page.saved
     assert entry["decision"] == "approved by the user" and entry["reason"] == "fine by me"
-    assert "z is 42" in entry["result"] and record.verified(entry, path)
+    assert "z is 42" in entry["result"] and record.verified(entry)
 
 
 def _note(progress: list[str], message: str | None) -> None:
@@ -409,7 +408,7 @@ def test_a_proposed_cell_is_added_by_the_page_once_the_user_accepts_it(
         and saved["add_cell"]["result"] == "cell cell-new"
     )
     assert saved["add_cell"]["input"]["source"] == "y = 2"
-    assert saved["edit_cell"]["ran"] is None and record.verified(saved["edit_cell"], path)
+    assert saved["edit_cell"]["ran"] is None and record.verified(saved["edit_cell"])
 
 
 def test_a_policy_that_allows_a_cell_change_still_has_the_page_apply_it(tmp_path: Path) -> None:

@@ -115,3 +115,31 @@ def test_show_exits_zero_when_every_record_is_valid(notebook: Path, capsys) -> N
     del nb.cells[3]
     nbformat.write(nb, notebook)
     assert cli.main(["show", str(notebook)]) == 0
+
+
+def test_show_lists_outside_agents_calls_with_whether_your_key_signed_them(
+    tmp_path: Path, capsys
+) -> None:
+    from qloop_kernel.server import record as outside
+
+    mine = outside.entry(
+        client="claude-code", tool="run_code", input={"code": "y = 1"}, decision="approved by the user",
+        reason="fine", ran="y = 1", risk="write", result="",
+    )  # fmt: skip
+    forged = {**outside.entry(client="cursor", tool="add_cell", input={"source": "z = 2"},
+              decision="approved by the user", ran="z = 2", risk="write"), "ran": "import os"}  # fmt: skip
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x = 1")]
+    nb.metadata["qloop_outside"] = {"entries": [mine, forged, "not an entry"]}
+    path = tmp_path / "outside.ipynb"
+    nbformat.write(nb, path)
+    assert cli.main(["show", str(path)]) == 0  # entries never fail the notebook: they do not replay
+    out = capsys.readouterr().out
+    assert "outside agents (MCP): 3 calls saved in this notebook" in out
+    assert "claude-code  run_code  class write · approved by the user · yours" in out
+    assert "cursor  add_cell  class write · approved by the user · received" in out
+    assert "      import os" in out and "an unreadable entry" in out
+    assert cli.main(["show", str(path), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)["outside"]
+    assert [e["provenance"] for e in shown] == ["yours", "received", "unreadable"]
+    assert shown[0]["code"] == "y = 1" and shown[0]["reason"] == "fine"

@@ -4,8 +4,9 @@ Per agent cell: its number (as ``qloop run`` and JupyterLab number cells), the p
 provenance (``yours``: signed by your kernel; ``received``: not signed with your key, so it replays
 only after you read it; ``invalid``: refused, with the reason in full), its status and cost, and every
 step with its risk class (classified now, the way a replay classifies it), its decision and its code
-(bounded; ``--full`` for all). ``--json`` gives the same as one document. The exit code is 1 when
-any record is invalid.
+(bounded; ``--full`` for all). Then the calls outside agents made over MCP, saved in the notebook's
+``qloop_outside`` metadata: who, which tool, the decision, the code, and whether your key signed the
+entry. ``--json`` gives the same as one document. The exit code is 1 when any record is invalid.
 """
 
 from __future__ import annotations
@@ -31,15 +32,67 @@ def show(nb: Any, *, full: bool = False, as_json: bool = False) -> int:
     """Print the notebook's agent cells; the exit code (1 when a record is invalid)."""
     cells = [entry for index, cell in enumerate(nb.cells) if (entry := cell_entry(cell, index))]
     invalid = sum(1 for entry in cells if entry["provenance"] == "invalid")
+    outside = outside_entries(nb.get("metadata", {}))
     if as_json:
-        print(json.dumps({"cells": cells, "invalid": invalid}, indent=2, ensure_ascii=False))
-    elif not cells:
+        found = {"cells": cells, "invalid": invalid, "outside": outside}
+        print(json.dumps(found, indent=2, ensure_ascii=False))
+        return EXIT_FAILED if invalid else EXIT_OK
+    if not cells:
         print("no agent cells")
-    else:
-        for entry in cells:
-            for line in text_lines(entry, full):
-                print(line)
+    for entry in cells:
+        for line in text_lines(entry, full):
+            print(line)
+    for line in outside_lines(outside, full):
+        print(line)
     return EXIT_FAILED if invalid else EXIT_OK
+
+
+def outside_entries(metadata: Any) -> list[dict[str, Any]]:
+    """The outside agents' calls saved in the notebook (``qloop_outside``), redacted; an entry
+    that is not an object is listed as unreadable."""
+    from ..server.record import METADATA_KEY as OUTSIDE_KEY
+    from ..server.record import verified
+
+    saved = metadata.get(OUTSIDE_KEY) if isinstance(metadata, dict) else None
+    found = saved.get("entries") if isinstance(saved, dict) else None
+    shown: list[dict[str, Any]] = []
+    for item in found if isinstance(found, list) else []:
+        if not isinstance(item, dict):
+            shown.append({"provenance": "unreadable"})
+            continue
+        raw = item.get("input")
+        given: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        code = item.get("ran") or given.get("code") or given.get("source") or ""
+        shown.append(
+            {
+                "provenance": "yours" if verified(item) else "received",
+                **{k: redact_text(str(item.get(k) or "")) for k in _OUTSIDE_FIELDS},
+                "code": redact_text(str(code)),
+                "ran": item.get("ran") is not None,
+            }
+        )
+    return shown
+
+
+_OUTSIDE_FIELDS = ("at", "client", "tool", "decision", "reason", "risk")
+
+
+def outside_lines(entries: list[dict[str, Any]], full: bool) -> list[str]:
+    """The outside agents' calls as text, one head line and the code of each."""
+    if not entries:
+        return []
+    lines = [f"outside agents (MCP): {len(entries)} calls saved in this notebook"]
+    for entry in entries:
+        if entry["provenance"] == "unreadable":
+            lines.append("  an unreadable entry (not an object)")
+            continue
+        who = "yours" if entry["provenance"] == "yours" else "received: not signed by your key"
+        head = [entry["at"], entry["client"], entry["tool"], f"class {entry['risk'] or '?'}"]
+        lines.append("  " + "  ".join(head) + f" · {entry['decision']} · {who}")
+        if entry["reason"]:
+            lines.append(f"      reason: {clip(' '.join(entry['reason'].split()), 200)}")
+        lines += ["      " + line for line in _bounded(entry["code"], CODE_LINES, full)]
+    return [*lines, ""]
 
 
 def cell_entry(cell: Any, index: int) -> dict[str, Any] | None:

@@ -2,8 +2,8 @@
 
 One entry per call: who called (the client's announced name), the tool and its input, who decided
 (the user, a grant, the policy) and why, the code that really ran and a bounded, redacted copy of
-what the client got back. Each entry is signed with this user's record key over its fields and the
-notebook's path, so an entry copied into another notebook, or edited, no longer verifies.
+what the client got back. Each entry is signed with this user's record key over its fields, so an
+entry edited, or written by anyone else (a notebook received from elsewhere), does not verify.
 """
 
 from __future__ import annotations
@@ -19,15 +19,14 @@ METADATA_KEY = "qloop_outside"
 RESULT_CHARS = 4_000  # of the result text kept in the notebook
 
 
-def _body(entry: dict[str, Any], path: str) -> bytes:
+def _body(entry: dict[str, Any]) -> bytes:
     fields = {k: v for k, v in entry.items() if k != "signature"}
-    text = json.dumps({"path": path, "entry": fields}, sort_keys=True, separators=(",", ":"))
+    text = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return text.encode("utf-8")
 
 
 def entry(
     *,
-    path: str,
     client: str,
     tool: str,
     input: dict[str, Any],
@@ -53,12 +52,16 @@ def entry(
         "result_chars": len(result),
         "is_error": is_error,
     }
-    made["signature"] = sign(_body(made, path))
+    made["signature"] = sign(_body(made))
     return made
 
 
-def verified(found: Any, path: str) -> bool:
-    """Whether ``found`` is an entry this user's key signed for the notebook at ``path``."""
+def verified(found: Any) -> bool:
+    """Whether ``found`` is an entry this user's key signed, unchanged since."""
     if not isinstance(found, dict) or not isinstance(found.get("signature"), str):
         return False
-    return verify(found["signature"], _body(found, path))
+    try:
+        body = _body(found)
+    except (TypeError, ValueError):  # not JSON data: nobody signed it
+        return False
+    return verify(found["signature"], body)

@@ -212,7 +212,6 @@ class OutsideTools:
         else:
             ran_text = redact_text(verdict.code) if ran is not None else None
         entry = record.entry(
-            path=step.path,
             client=step.client,
             tool=step.tool,
             input=given,
