@@ -132,7 +132,7 @@ class OutsideBroker:
         key = notebook_key(path)
         self._polling[key] = self._polling.get(key, 0) + 1
         try:
-            if self._versions.get(key, 0) <= after:
+            if self._versions.get(key, 0) == after:  # past it (a restarted server): answer now
                 event = self._changed.setdefault(key, asyncio.Event())
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(event.wait(), self.poll_wait_s)
