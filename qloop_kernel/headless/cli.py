@@ -232,6 +232,7 @@ def parser() -> argparse.ArgumentParser:
     kernel.add_argument("--name", default="qloop")
     kernel.set_defaults(func=_install_kernel)
     add_eval_parser(sub)
+    _mcp_parser(sub)
     return main
 
 
@@ -259,6 +260,48 @@ def _run_parser(sub: Any) -> None:
     run.add_argument("--kernel", default="python3", help="kernel name (default python3)")
     run.add_argument("-q", "--quiet", action="store_true", help="print only errors")
     run.set_defaults(func=_run)
+
+
+def _mcp_parser(sub: Any) -> None:
+    mcp = sub.add_parser(
+        "mcp",
+        help="serve the live notebooks to a stdio MCP client (Claude Code, Cursor, VS Code)",
+        description="A stdio MCP server that forwards to the qloop MCP endpoint of a running "
+        "Jupyter server ({URL}qloop/mcp), with the Jupyter server's token. Only this machine is "
+        "reached unless --allow-remote is given with an https URL. Exit codes: 0 when the client "
+        "closes stdin, 2 for a mistake on the command line.",
+    )
+    mcp.add_argument(
+        "--url",
+        help="the Jupyter server's URL, e.g. http://127.0.0.1:8888/ (default: QLOOP_JUPYTER_URL, "
+        "else the one running Jupyter server)",
+    )
+    mcp.add_argument(
+        "--token",
+        help="the Jupyter server's token (default: a ?token= in --url, else JUPYTER_TOKEN, else "
+        "the token of the running server at the URL)",
+    )
+    mcp.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow a Jupyter server on another machine (https URLs only)",
+    )
+    mcp.set_defaults(func=_mcp)
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    from importlib.util import find_spec
+
+    if find_spec("mcp") is None:
+        raise CliError("the MCP bridge needs the mcp package: pip install 'qloop-kernel[mcp]'")
+    from ..server.stdio import BridgeError, run
+
+    try:
+        return run(args.url, args.token, allow_remote=args.allow_remote, environ=os.environ)
+    except BridgeError as exc:
+        raise CliError(str(exc)) from None
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
 
 
 def _version() -> str:
