@@ -1,0 +1,134 @@
+/**
+ * Outside agents behind qloop's card, in JupyterLab (Light and Dark): the
+ * official MCP SDK's client (outside_client.py) calls run_code on the test
+ * server's qloop/mcp for the open notebook; the call waits until the card in
+ * the page is clicked, gets the user's decision and reason, and the call is
+ * saved in the notebook's metadata.
+ *
+ * agent_cell.ipynb: cell 0 loads the extension, cell 1 is an agent cell,
+ * cell 2 prints `y + 1` (none is run here).
+ */
+import { ChildProcess, spawn } from 'child_process';
+import * as path from 'path';
+
+import { REPOSITORY_ROOT, expect, test, waitForKernelReady } from './fixtures';
+
+const NOTEBOOK = 'agent_cell.ipynb';
+const THEMES = ['JupyterLab Light', 'JupyterLab Dark'];
+const SERVER = `http://127.0.0.1:${process.env.QLOOP_UI_PORT || '8888'}/`;
+const CLIENT = path.resolve(__dirname, '..', 'outside_client.py');
+
+interface IOutcome {
+  is_error: boolean;
+  text: string;
+}
+
+/** Start an outside agent's call; its printed result once it ends. */
+function outsideCall(
+  tool: string,
+  args: Record<string, unknown>
+): { process: ChildProcess; done: Promise<IOutcome> } {
+  const child = spawn(
+    process.env.PYTHON || 'python',
+    [CLIENT, SERVER, 'claude-code', tool, JSON.stringify(args)],
+    { env: { ...process.env, NO_PROXY: '127.0.0.1,localhost' } }
+  );
+  let out = '';
+  let err = '';
+  child.stdout.on('data', chunk => (out += chunk));
+  child.stderr.on('data', chunk => (err += chunk));
+  const done = new Promise<IOutcome>((resolve, reject) => {
+    child.on('exit', code =>
+      code === 0
+        ? resolve(JSON.parse(out.trim().split('\n').pop() ?? '{}'))
+        : reject(new Error(`the outside client failed (${code}): ${err}`))
+    );
+  });
+  return { process: child, done };
+}
+
+for (const theme of THEMES) {
+  test.describe(`outside agents (${theme})`, () => {
+    test('run_code waits for the card, runs what was approved and is saved in the notebook', async ({
+      page,
+      openNotebook,
+      saveAndRead
+    }) => {
+      await page.theme.setTheme(theme);
+      const serverPath = await openNotebook(NOTEBOOK);
+      await waitForKernelReady(page);
+      const code = 'outside_total = 6 * 7\nprint("total", outside_total)';
+      const call = outsideCall('run_code', { path: serverPath, code });
+      try {
+        const card = page.locator('.qloop-outside');
+        await expect(card).toBeVisible({ timeout: 60000 });
+        await expect(card.locator('.qloop-outside-title')).toHaveText(
+          'claude-code wants to run code in this notebook — approve?'
+        );
+        await expect(card).toHaveAttribute('data-qloop-risk', 'write');
+        await expect(card.locator('pre.qloop-outside-code')).toContainText(
+          'outside_total = 6 * 7'
+        );
+        await expect(card.locator('.qloop-outside-reasons')).toContainText(
+          'line 1: creates outside_total'
+        );
+        // The call waits for the click.
+        await page.waitForTimeout(1500);
+        const shot = theme.endsWith('Dark')
+          ? 'outside-card-dark.png'
+          : 'outside-card.png';
+        await card.screenshot({
+          path: path.join(REPOSITORY_ROOT, 'docs', shot)
+        });
+        expect(call.process.exitCode).toBeNull();
+        await card.locator('input.qloop-outside-reason').fill('go ahead');
+        await card.locator('.qloop-outside-approve').click();
+        const outcome = await call.done;
+        expect(outcome.is_error).toBe(false);
+        expect(outcome.text).toContain('approved by the user');
+        expect(outcome.text).toContain('go ahead');
+        expect(outcome.text).toContain('total 42');
+        await expect(card).toHaveCount(0);
+      } finally {
+        call.process.kill();
+      }
+      // Denied: nothing runs, and the agent is told why.
+      const denied = outsideCall('run_code', {
+        path: serverPath,
+        code: 'del outside_total'
+      });
+      try {
+        const card = page.locator('.qloop-outside');
+        await expect(card).toBeVisible({ timeout: 60000 });
+        await card.locator('input.qloop-outside-reason').fill('keep it');
+        await card.locator('.qloop-outside-deny').click();
+        const outcome = await denied.done;
+        expect(outcome.is_error).toBe(true);
+        expect(outcome.text).toBe('denied by the user: keep it');
+      } finally {
+        denied.process.kill();
+      }
+      // Both calls are saved in the notebook.
+      await expect
+        .poll(
+          () =>
+            page.evaluate(() => {
+              const panel = (window as any).jupyterapp.shell.currentWidget;
+              const saved = panel.context.model.getMetadata('qloop_outside');
+              return (saved?.entries ?? []).length;
+            }),
+          { timeout: 30000 }
+        )
+        .toBe(2);
+      const file = await saveAndRead(serverPath);
+      const entries = (file.metadata as any).qloop_outside.entries;
+      expect(entries.map((e: any) => [e.client, e.tool, e.decision])).toEqual([
+        ['claude-code', 'run_code', 'approved by the user'],
+        ['claude-code', 'run_code', 'denied by the user']
+      ]);
+      expect(entries[0].ran).toBe(code);
+      expect(entries[0].signature).toMatch(/^hmac-sha256:/);
+      expect(entries[1].ran).toBeNull();
+    });
+  });
+}
