@@ -34,5 +34,7 @@ class NodeOptionalBuildHook(BuildHookInterface):  # type: ignore[type-arg]
         if shutil.which("node") is not None or os.environ.get("SKIP_JUPYTER_BUILDER"):
             return
         os.environ["SKIP_JUPYTER_BUILDER"] = "1"  # read by hatch-jupyter-builder's hook
-        self.build_config.target_config.get("shared-data", {}).clear()
+        shared = self.build_config.target_config.get("shared-data", {})
+        for source in [s for s in shared if "labextension" in s]:  # the server's config stays
+            del shared[source]
         self.app.display_warning(NOTICE.rstrip())

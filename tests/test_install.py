@@ -1,5 +1,5 @@
-"""Installing from a checkout: without Node, the wheel carries the kernel side and the build says once
-that the JupyterLab view needs Node; the ``headless`` extra brings papermill and nbconvert."""
+"""Installing from a checkout: without Node, the wheel carries the kernel side (and the Jupyter server
+extension's config) and the build says once that the JupyterLab view needs Node; the ``headless`` extra brings papermill and nbconvert."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ def checkout_copy(folder: Path) -> Path:
     )  # fmt: skip
     (copy / "labextension").mkdir()
     shutil.copy(ROOT / "labextension" / "install.json", copy / "labextension" / "install.json")
+    shutil.copytree(ROOT / "jupyter-config", copy / "jupyter-config")
     return copy
 
 
@@ -46,6 +47,8 @@ def test_a_checkout_without_node_builds_the_kernel_side_with_one_notice(tmp_path
     names = zipfile.ZipFile(wheel).namelist()
     assert "qloop_kernel/headless/cli.py" in names
     assert not [n for n in names if "labextensions" in n]  # no half-installed view
+    # The Jupyter server extension (MCP for outside agents) is enabled all the same.
+    assert any(n.endswith("etc/jupyter/jupyter_server_config.d/qloop-kernel.json") for n in names)
 
 
 def test_the_headless_extra_brings_papermill_and_nbconvert() -> None:
