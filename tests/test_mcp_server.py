@@ -427,3 +427,43 @@ def test_a_policy_that_allows_a_cell_change_still_has_the_page_apply_it(tmp_path
     assert not ran.is_error and "policy 'write'" in text(ran)  # a 'write' step: no card, no page
     assert page.cards == [] and [a["cell"]["op"] for a in page.applied] == ["add"]
     assert "added as cell applied-1" in text(added)
+
+
+# --- qloop mcp: stdio clients -----------------------------------------------------------------------
+
+
+def test_a_stdio_client_reaches_the_notebook_through_qloop_mcp_under_its_own_name(
+    server: JupyterServer,
+) -> None:
+    import os
+    import sys
+
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    path = notebook(server)
+    env = {k: v for k, v in os.environ.items() if k not in ("JUPYTER_TOKEN", "QLOOP_JUPYTER_URL")}
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "qloop_kernel.headless.cli", "mcp", "--url", server.url],
+        env={**env, "JUPYTER_TOKEN": server.token},
+    )
+
+    async def scenario() -> tuple[list[str], types.CallToolResult, Page]:
+        info = types.Implementation(name="codex", version="2")
+        async with (
+            stdio_client(params) as (read, write),
+            ClientSession(read, write, client_info=info) as client,
+        ):
+            await client.initialize()
+            names = [t.name for t in (await client.list_tools()).tools]
+            page = Page(server, path, lambda card: {"decision": "approve", "reason": "ok"})
+            async with page.open():
+                result = await call(client, "run_code", path=path, code="via = 'stdio'\nprint(via)")
+                await asyncio.sleep(0.5)
+            return names, result, page
+
+    names, result, page = run(scenario())
+    assert "run_code" in names and "list_notebooks" in names
+    assert page.cards[0]["client"] == "codex"  # the stdio client's name, not the bridge's
+    assert not result.is_error and "stdio" in text(result)
+    assert page.saved[0]["client"] == "codex"
