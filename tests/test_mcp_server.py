@@ -467,3 +467,30 @@ def test_a_stdio_client_reaches_the_notebook_through_qloop_mcp_under_its_own_nam
     assert page.cards[0]["client"] == "codex"  # the stdio client's name, not the bridge's
     assert not result.is_error and "stdio" in text(result)
     assert page.saved[0]["client"] == "codex"
+
+
+def test_a_kernel_restarted_while_a_call_runs_ends_the_call(server: JupyterServer) -> None:
+    path = notebook(server)
+
+    async def scenario() -> tuple[types.CallToolResult, float]:
+        async with session(server) as client:
+            page = Page(server, path, lambda card: {"decision": "approve", "reason": ""})
+            async with page.open():
+                task = asyncio.create_task(
+                    call(client, "run_code", path=path, code="import time\ntime.sleep(120)")
+                )
+                while not page.running:
+                    await asyncio.sleep(0.1)
+                sessions = httpx.get(server.url + "api/sessions", headers=server.headers).json()
+                [kernel] = [s["kernel"]["id"] for s in sessions if s["path"] == path]
+                started = asyncio.get_running_loop().time()
+                restart = httpx.post(
+                    server.url + f"api/kernels/{kernel}/restart", headers=server.headers, timeout=60
+                )
+                assert restart.is_success
+                result = await asyncio.wait_for(task, 60)
+                return result, asyncio.get_running_loop().time() - started
+
+    result, waited = run(scenario())
+    assert result.is_error and "died or was restarted" in text(result)
+    assert waited < 30  # not the call's time limit

@@ -10,6 +10,7 @@ ours, whose parent it did not send.
 from __future__ import annotations
 
 import ast
+import asyncio
 import inspect
 import json
 import re
@@ -20,6 +21,7 @@ from ..errors import QloopError
 from .broker import notebook_key
 
 READ_TIMEOUT_S = 15.0  # a read tool waits this long for a kernel busy with a cell
+GONE_CHECK_S = 1.0  # how often a running call checks that its kernel is still the same process
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 PROBE = "__import__('qloop_kernel.server.probe', fromlist=['probe'])"
 
@@ -114,26 +116,52 @@ class Kernels:
         return str(found["source"]), [str(n) for n in found["names"]]
 
     async def run(self, kernel_id: str, code: str, timeout_s: float) -> RunResult:
-        """Run ``code`` in the kernel as a cell would (not in its history); its outputs."""
+        """Run ``code`` in the kernel as a cell would (not in its history); its outputs. A kernel
+        that dies or restarts meanwhile ends the call at once (no reply will come)."""
         client = self._client(kernel_id)
         result = RunResult()
-        try:
-            reply = await client.execute_interactive(
+        running = asyncio.ensure_future(
+            client.execute_interactive(
                 code,
                 store_history=False,
                 allow_stdin=False,
                 timeout=timeout_s,
                 output_hook=lambda msg: _collect(result, msg),
             )
+        )
+        watch = asyncio.ensure_future(self._gone(kernel_id))
+        try:
+            await asyncio.wait({running, watch}, return_when=asyncio.FIRST_COMPLETED)
+            if not running.done():
+                running.cancel()
+                result.status = "gone"
+                result.error = "\n[the kernel died or restarted while this ran]\n"
+                return result
+            reply = running.result()
         except TimeoutError:
             await self.interrupt(kernel_id)
             result.status = "timeout"
             result.error = f"\n[interrupted: still running after {timeout_s:.0f} s]\n"
             return result
         finally:
+            watch.cancel()
             client.stop_channels()
         result.status = str(reply.get("content", {}).get("status", "ok"))
         return result
+
+    async def _gone(self, kernel_id: str) -> None:
+        """Return once the kernel is no longer the process it was (dead, restarted, shut down)."""
+        manager = self.serverapp.kernel_manager
+        kernel = manager.get_kernel(kernel_id)
+        started = getattr(kernel.provisioner, "process", None) or kernel.provisioner
+        while True:
+            await asyncio.sleep(GONE_CHECK_S)
+            if kernel_id not in manager or kernel.provisioner is None:
+                return
+            now = getattr(kernel.provisioner, "process", None) or kernel.provisioner
+            alive = kernel.is_alive()
+            if now is not started or not (await alive if inspect.isawaitable(alive) else alive):
+                return
 
     async def interrupt(self, kernel_id: str) -> None:
         done = self.serverapp.kernel_manager.interrupt_kernel(kernel_id)

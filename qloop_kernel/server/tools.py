@@ -183,6 +183,8 @@ class OutsideTools:
             lines.append(f"The user edited the code; what ran:\n```python\n{verdict.code}\n```")
         if ran.status == "timeout":
             lines.append("It was interrupted after the time limit.")
+        elif ran.status == "gone":
+            lines.append("Its kernel died or was restarted while it ran: the namespace is gone.")
         elif ran.status != "ok":
             lines.append("It raised an error (interrupted by the user, if a KeyboardInterrupt).")
         output = truncate(ran.text(), self.config.result_chars)
