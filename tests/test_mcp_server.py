@@ -112,7 +112,7 @@ def test_read_tools_answer_from_the_kernel_and_the_saved_notebook(server: Jupyte
             tools = {t.name: t for t in (await client.list_tools()).tools}
             assert set(tools) == {
                 "list_notebooks", "list_variables", "inspect_variable", "read_notebook", "run_code",
-                "add_cell", "edit_cell",
+                "add_cell", "edit_cell", "run_cell",
             }  # fmt: skip
             assert tools["list_variables"].annotations.read_only_hint is True
             assert tools["run_code"].annotations.read_only_hint is False
@@ -494,3 +494,47 @@ def test_a_kernel_restarted_while_a_call_runs_ends_the_call(server: JupyterServe
     result, waited = run(scenario())
     assert result.is_error and "died or was restarted" in text(result)
     assert waited < 30  # not the call's time limit
+
+
+def test_run_cell_is_approved_on_a_card_and_run_by_the_page(server: JupyterServer) -> None:
+    path = notebook(server, "print('hello')")
+    ran = {"cell_id": "c1", "source": "print('hello')", "outputs": "hello\n", "status": "ok"}
+
+    async def scenario() -> tuple[types.CallToolResult, types.CallToolResult, Page, list[int]]:
+        async with session(server) as client:
+            refused = await call(client, "run_cell", path=path, cell_id="c1")  # no page
+            page = Page(server, path, lambda card: None)
+            async with page.open(), httpx.AsyncClient(headers=server.headers) as http:
+                task = asyncio.create_task(call(client, "run_cell", path=path, cell_id="c1"))
+                while not page.cards:
+                    await asyncio.sleep(0.1)
+                item = page.cards[0]["id"]
+                codes = [
+                    (
+                        await http.post(server.url + f"qloop/outside/{route}", json={"id": item})
+                    ).status_code
+                    for route in ("claim", "claim")
+                ]
+                while not page.running:  # claimed: the page shows it running, with Stop
+                    await asyncio.sleep(0.1)
+                decided = await http.post(
+                    server.url + "qloop/outside/decide",
+                    json={"id": item, "decision": "approve", "reason": "", "applied": ran},
+                )
+                codes.append(decided.status_code)
+                result = await task
+                await asyncio.sleep(0.5)
+            return refused, result, page, codes
+
+    refused, result, page, codes = run(scenario())
+    assert refused.is_error and "no page shows" in text(refused)
+    [card] = page.cards
+    assert card["title"] == "test-outside wants to run a cell of this notebook — approve?"
+    assert card["cell"] == {"op": "run", "cell_id": "c1"} and card["editable"] is False
+    assert card["risk"] == "unknown"
+    assert codes == [200, 409, 200]
+    said = text(result)
+    assert not result.is_error and "ran cell c1" in said and "print('hello')" in said
+    assert "Output:\nhello" in said
+    entry = next(e for e in page.saved if e["tool"] == "run_cell" and e["ran"])
+    assert entry["ran"] == "print('hello')" and "hello" in entry["result"]

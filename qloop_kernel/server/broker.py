@@ -165,7 +165,9 @@ class OutsideBroker:
     def decide(self, item_id: str, decision: Decision) -> bool:
         """Settle a waiting call; False when there is none by that id (decided, gone)."""
         approval = self._approvals.get(item_id)
-        if approval is None or approval.state == "running" or approval.decided.done():
+        if approval is None or approval.decided.done():
+            return False
+        if approval.state == "running" and not approval.claimed:  # run_code: decided already
             return False
         approval.decided.set_result(decision)
         return True
@@ -178,6 +180,9 @@ class OutsideBroker:
         if approval.state == "running" or approval.decided.done():
             return False
         approval.claimed = True
+        if approval.cell.get("op") == "run":  # the page runs the cell now: show it running
+            approval.state = "running"
+            self._bump(approval.path)
         return True
 
     def running(self, item_id: str, stop: Callable[[], Any]) -> None:

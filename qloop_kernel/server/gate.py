@@ -40,6 +40,7 @@ class Step:
     code: str
     assessment: Assessment
     cell: dict[str, Any] | None = None  # a cell change the page applies (see Approval.cell)
+    stop: Callable[[], Any] | None = None  # interrupts the kernel (a cell the page runs)
 
     @property
     def reasons(self) -> list[str]:
@@ -120,6 +121,8 @@ class Gate:
             reasons=step.reasons,
             state="waiting" if allowed is None else "apply",
             cell=step.cell,
+            editable=(step.cell or {}).get("op") != "run",
+            stop=step.stop,
         )
         self.broker.add(approval)
         try:
@@ -129,6 +132,13 @@ class Gate:
             raise
         if decision is None:
             self.broker.drop(approval.id)
+            if approval.claimed:
+                return Verdict(
+                    False,
+                    "the page closed",
+                    message="the page that took this change closed before it reported what it "
+                    "did; read_notebook shows the notebook as last saved",
+                )
             return Verdict(
                 False,
                 "refused: the page closed",
@@ -192,4 +202,6 @@ def _title(step: Step) -> str:
         return f"{step.client} proposes a new {cell.get('cell_type', 'code')} cell — accept?"
     if cell.get("op") == "edit":
         return f"{step.client} proposes an edit of a cell — accept?"
+    if cell.get("op") == "run":
+        return f"{step.client} wants to run a cell of this notebook — approve?"
     return f"{step.client} wants to run code in this notebook — approve?"

@@ -142,15 +142,22 @@ class OutsideTools:
         the user accepts it (or the policy or a grant allows it)."""
         key = notebook_key(path)
         tool = f"{cell['op']}_cell"
+        stop = None
         if cell["op"] == "add":
             where = (
                 f"after cell {cell['after_cell_id']}" if cell.get("after_cell_id") else "at the end"
             )
             what = f"adds a {cell['cell_type']} cell {where}"
-        else:
+            assessment = Assessment("write", (Reason(1, "write", what),), frozenset())
+        elif cell["op"] == "edit":
             what = f"replaces the source of cell {cell['cell_id']}"
-        assessment = Assessment("write", (Reason(1, "write", what),), frozenset())
-        step = Step(client_name(ctx), key, tool, source, assessment, cell)
+            assessment = Assessment("write", (Reason(1, "write", what),), frozenset())
+        else:  # run: the page runs the cell's source as it is then; the card shows it
+            kernel_id = await self.kernels.kernel_for(key)
+            what = f"runs cell {cell['cell_id']} as it is when approved (its source is shown)"
+            assessment = Assessment("unknown", (Reason(1, "unknown", what),), None)
+            stop = lambda: _later(self.kernels.interrupt(kernel_id))  # noqa: E731
+        step = Step(client_name(ctx), key, tool, source, assessment, cell, stop)
 
         async def progress(waited: float, message: str) -> None:
             await ctx.report_progress(waited, None, message)
@@ -161,10 +168,29 @@ class OutsideTools:
         if failed:
             error = applied.get("error") or "the page did not apply it"
             verdict = replace(verdict, run=False, message=f"not applied: {error}")
+        if cell["op"] == "run" and verdict.run:
+            verdict = replace(verdict, code=str(applied.get("source", "")))
         self._record(step, verdict, None, applied=applied if verdict.run else None)
         if not verdict.run:
             return _error(verdict.message)
+        if cell["op"] == "run":
+            return self._ran_cell(verdict, applied)
         return _text(self._cell_summary(step, verdict, str(applied["cell_id"])))
+
+    def _ran_cell(self, verdict: Verdict, applied: dict[str, Any]) -> CallToolResult:
+        """What running a cell did: its source as it ran, its outputs (bounded), its status."""
+        lines = [f"{verdict.how}: ran cell {applied['cell_id']} in the page.", "Its source:"]
+        lines.append(f"```python\n{applied.get('source', '')}\n```")
+        if verdict.reason:
+            lines.append(f"The user's note: {verdict.reason}")
+        output = truncate(str(applied.get("outputs") or ""), self.config.result_chars)
+        lines.append(f"Output:\n{output}" if output.strip() else "It printed nothing.")
+        failed = applied.get("status") == "error"
+        if failed:
+            lines.append("It raised an error.")
+        return CallToolResult(
+            content=[TextContent(type="text", text=redact_text("\n".join(lines)))], is_error=failed
+        )
 
     def _cell_summary(self, step: Step, verdict: Verdict, cell_id: str) -> str:
         done = "added as cell" if (step.cell or {}).get("op") == "add" else "applied to cell"
@@ -228,7 +254,10 @@ class OutsideTools:
 
 
 def _applied_text(applied: dict[str, Any] | None) -> str:
-    return f"cell {applied['cell_id']}" if applied and "cell_id" in applied else ""
+    if not applied or "cell_id" not in applied:
+        return ""
+    outputs = applied.get("outputs")
+    return f"cell {applied['cell_id']}" + (f"\n{outputs}" if isinstance(outputs, str) else "")
 
 
 async def _maybe(value: Any) -> Any:
@@ -246,14 +275,21 @@ def _later(work: Any) -> None:
 def build_server(tools: OutsideTools) -> MCPServer:
     """The MCP server with the outside tools; errors of :class:`OutsideError` reach the client."""
     server: MCPServer = MCPServer("qloop", instructions=INSTRUCTIONS)
+    _read_tools(server, tools)
+    _change_tools(server, tools)
+    return server
 
-    async def guarded(work: Any) -> CallToolResult:
-        try:
-            result: CallToolResult = await work
-        except OutsideError as exc:
-            return _error(str(exc))
-        return result
 
+async def guarded(work: Any) -> CallToolResult:
+    """The tool's result, or an ``is_error`` result saying why it could not be served."""
+    try:
+        result: CallToolResult = await work
+    except OutsideError as exc:
+        return _error(str(exc))
+    return result
+
+
+def _read_tools(server: MCPServer, tools: OutsideTools) -> None:
     @server.tool(annotations=READ, structured_output=False)
     async def list_notebooks() -> CallToolResult:
         """The notebooks with a running kernel: path, kernel, its state, and whether a page shows it
@@ -285,6 +321,8 @@ def build_server(tools: OutsideTools) -> MCPServer:
         and outputs. ``cell_ids`` picks some."""
         return await guarded(tools.read_notebook(path, cell_ids))
 
+
+def _change_tools(server: MCPServer, tools: OutsideTools) -> None:
     @server.tool(
         annotations=ToolAnnotations(
             read_only_hint=False, destructive_hint=True, open_world_hint=True
@@ -326,4 +364,14 @@ def build_server(tools: OutsideTools) -> MCPServer:
         cell = {"op": "edit", "cell_id": cell_id}
         return await guarded(tools.change_cell(path, source, cell, ctx))
 
-    return server
+    @server.tool(
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True),
+        structured_output=False,
+    )
+    async def run_cell(path: str, cell_id: str, ctx: Context[Any, Any]) -> CallToolResult:
+        """Run the cell ``cell_id`` of the notebook at ``path`` as it is in the notebook, in its
+        page: its outputs land in that cell, and the result gives them. The user approves it on a
+        card showing the cell's source (unless the policy allows it); a page must show the
+        notebook."""
+        cell = {"op": "run", "cell_id": cell_id}
+        return await guarded(tools.change_cell(path, "", cell, ctx))
