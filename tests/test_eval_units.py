@@ -95,6 +95,19 @@ def test_missing_and_empty_suites(tmp_path: Path, capsys: pytest.CaptureFixture[
         load_suite(str(tmp_path / "notes.txt"))
 
 
+def test_a_yaml_list_without_pyyaml_says_how_to_install_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    (tmp_path / "s.yaml").write_text("tasks:\n  - tasks/a.ipynb\n")
+    monkeypatch.setitem(sys.modules, "yaml", None)  # `import yaml` fails, as without PyYAML
+    with pytest.raises(
+        SuiteError, match=r"s.yaml: reading YAML needs PyYAML: `pip install pyyaml`"
+    ):
+        load_suite(str(tmp_path / "s.yaml"))
+
+
 def test_a_toml_or_yaml_list_names_the_tasks_in_its_order(tmp_path: Path) -> None:
     (tmp_path / "tasks").mkdir()
     task_file(tmp_path / "tasks", "b", GOOD)

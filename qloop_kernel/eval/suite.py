@@ -101,15 +101,9 @@ def load_suite(spec: str) -> Suite:
 
 
 def _listed(path: Path) -> list[str]:
+    parse = _parser(path)
     try:
-        if path.suffix == ".toml":
-            import tomllib  # Python 3.11+
-
-            data: Any = tomllib.loads(path.read_text(encoding="utf-8"))
-        else:
-            import yaml
-
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data: Any = parse(path.read_text(encoding="utf-8"))
     except Exception as exc:
         raise SuiteError(
             f"{path}: not valid {path.suffix[1:].upper()}: {_first_line(exc)}"
@@ -169,3 +163,23 @@ def _task_options(path: Path, meta: Any) -> dict[str, Any]:
 def _first_line(exc: Exception) -> str:
     text = str(exc).strip().splitlines()
     return text[0][:200] if text else type(exc).__name__
+
+
+def _parser(path: Path) -> Any:
+    """The loader of a suite list's format; a missing parser is named with how to install it."""
+    if path.suffix == ".toml":
+        try:
+            import tomllib  # Python 3.11+
+        except ImportError:
+            try:
+                import tomli as tomllib  # the same parser, for Python 3.10
+            except ImportError:
+                raise SuiteError(
+                    f"{path}: reading TOML needs Python 3.11 or `pip install tomli`"
+                ) from None
+        return tomllib.loads
+    try:
+        import yaml
+    except ImportError:
+        raise SuiteError(f"{path}: reading YAML needs PyYAML: `pip install pyyaml`") from None
+    return yaml.safe_load
