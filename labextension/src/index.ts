@@ -9,6 +9,7 @@ import {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
+import { ICommandPalette } from '@jupyterlab/apputils';
 import { INotebookTracker } from '@jupyterlab/notebook';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 
@@ -21,6 +22,7 @@ import { trackMarkers } from './marker';
 import { trackMirrors } from './mirror';
 import { eachContext, eachPanel } from './notebooks';
 import { OutsideRequests, showOutsideRequests } from './outside';
+import { addOutsideCallsCommand } from './outsideview';
 import { ProposalBoards, showProposals } from './proposalview';
 import { restorePlugin } from './restore';
 import { trackSource } from './source';
@@ -102,23 +104,26 @@ const agentCellMarker: JupyterFrontEndPlugin<void> = {
 
 /**
  * Shows the requests of outside agents (through qloop's MCP server in the
- * Jupyter server) on top of each notebook view, for the user to decide.
+ * Jupyter server) on top of each notebook view, for the user to decide,
+ * applies the cell changes accepted, and shows the calls saved in a notebook.
  */
 const outsideAgents: JupyterFrontEndPlugin<void> = {
   id: 'qloop-kernel:outside-agents',
   description:
-    "Shows outside agents' requests to a notebook's kernel as approval cards on top of the notebook.",
+    "Shows outside agents' requests to a notebook's kernel as approval cards on top of the notebook, applies the cell changes accepted, and shows the calls saved in the notebook.",
   autoStart: true,
   requires: [INotebookTracker],
-  optional: [ITranslator],
+  optional: [ITranslator, ICommandPalette],
   activate: (
     app: JupyterFrontEnd,
     tracker: INotebookTracker,
-    translator: ITranslator | null
+    translator: ITranslator | null,
+    palette: ICommandPalette | null
   ) => {
     const trans = (translator ?? nullTranslator).load(TRANSLATION_DOMAIN);
     const requests = new OutsideRequests(app.serviceManager.serverSettings);
     eachPanel(tracker, panel => showOutsideRequests(panel, requests, trans));
+    addOutsideCallsCommand(app, tracker, trans, palette);
   }
 };
 

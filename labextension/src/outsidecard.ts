@@ -2,13 +2,15 @@
  * The approval cards of outside agents' requests (Claude Code, Cursor, ...
  * reaching the kernel through qloop's MCP server), on top of the notebook:
  * what the request is, its risk class and the reasons, the code with every
- * invisible or confusable character marked, and the buttons that decide it.
+ * invisible or confusable character marked (for an edit of a cell, the line
+ * diff from the cell's source), and the buttons that decide it.
  * Every text from the server is set as text.
  */
 import { TranslationBundle } from '@jupyterlab/translation';
+import { JSONObject } from '@lumino/coreutils';
 import { Widget } from '@lumino/widgets';
 
-import { RISK_ATTRIBUTE } from './proposalbar';
+import { ALARMING_RISKS, RISK_ATTRIBUTE, renderDiff } from './proposalbar';
 import { shownNodes } from './visible';
 
 /** Class of a card, and of the board on top of a notebook that holds them. */
@@ -18,16 +20,29 @@ export const OUTSIDE_BOARD_CLASS = 'qloop-outside-board';
 export const OUTSIDE_ID_ATTRIBUTE = 'data-qloop-outside-id';
 /** Attribute of a card with the state of its request: waiting or running. */
 export const OUTSIDE_STATE_ATTRIBUTE = 'data-qloop-outside-state';
+/** Attribute of a cell change's card with its operation: add or edit. */
+export const OUTSIDE_CELL_ATTRIBUTE = 'data-qloop-outside-cell';
 export { RISK_ATTRIBUTE };
 
-/** Risk classes shown as a warning (as on the proposal bar). */
-const ALARMING_RISKS = ['destructive', 'external', 'unknown'];
+/** A cell change an outside agent proposes (add_cell, edit_cell); the page applies it. */
+export type OutsideCellChange =
+  | {
+      op: 'add';
+      cell_type: 'code' | 'markdown';
+      /** null: at the end of the notebook. */
+      after_cell_id: string | null;
+    }
+  | { op: 'edit'; cell_id: string };
 
-/** A call of an outside agent that waits for the user, or runs once approved. */
+/**
+ * A call of an outside agent that waits for the user, or runs once approved;
+ * a cell change the user's policy or a grant allows is to be applied by the
+ * page at once ("apply", no card).
+ */
 export interface IOutsideApproval {
   id: string;
   kind: 'approval';
-  state: 'waiting' | 'running';
+  state: 'waiting' | 'running' | 'apply';
   /** The agent's name as it announced itself, e.g. "claude-code". */
   client: string;
   tool: string;
@@ -37,6 +52,8 @@ export interface IOutsideApproval {
   risk: string;
   reasons: string[];
   editable: boolean;
+  /** A cell change: `code` is the new cell's source, or the cell's proposed source. */
+  cell?: OutsideCellChange;
 }
 
 /** What the user decided, as the server takes it. */
@@ -45,6 +62,8 @@ export interface IOutsideDecision {
   reason: string;
   /** The edited code, with "edit" only. */
   code?: string;
+  /** What the page did with a cell change: `{"cell_id"}` or `{"error"}`. */
+  applied?: JSONObject;
 }
 
 /** How the server took a decision or a stop. */
@@ -54,10 +73,21 @@ export type PostOutcome =
   | { outcome: 'taken' }
   | { outcome: 'failed'; message: string };
 
-/** What the cards' buttons do. */
+/** What the cards' buttons do, with the request as the card shows it. */
 export interface IOutsideActions {
-  decide(id: string, decision: IOutsideDecision): Promise<PostOutcome>;
+  decide(
+    item: IOutsideApproval,
+    decision: IOutsideDecision
+  ): Promise<PostOutcome>;
   stop(id: string): Promise<PostOutcome>;
+}
+
+/** What the card of a cell change reads of the notebook. */
+export interface IOutsideCells {
+  /** The source of the cell with this id; null when the notebook has none. */
+  source(cellId: string): string | null;
+  /** The 1-based place of the cell with this id; null when the notebook has none. */
+  position(cellId: string): number | null;
 }
 
 function element<K extends keyof HTMLElementTagNameMap>(
@@ -90,6 +120,7 @@ export class OutsideCard {
   constructor(
     item: IOutsideApproval,
     private readonly _trans: TranslationBundle,
+    private readonly _cells: IOutsideCells | null,
     private readonly _send: (decision: IOutsideDecision) => void,
     private readonly _stop: () => void
   ) {
@@ -98,10 +129,10 @@ export class OutsideCard {
     // Keys typed in the card are for its buttons and fields, not shortcuts.
     this.node.setAttribute('data-lm-suppress-shortcuts', '');
     this._code.tabIndex = 0; // a long code scrolls: reachable by keyboard
-    this._code.setAttribute('aria-label', trans.__('Code the agent would run'));
-    this._editor.setAttribute('aria-label', trans.__('Edited code'));
     this._editor.spellcheck = false;
     this._editor.hidden = true;
+    this._diff.hidden = true;
+    this._where.hidden = true;
     this._reason.type = 'text';
     this._reason.placeholder = trans.__('reason (optional, sent to the agent)');
     this._reason.setAttribute('aria-label', trans.__('Reason'));
@@ -124,7 +155,9 @@ export class OutsideCard {
     this._waiting.append(
       header,
       this._reasons,
+      this._where,
       this._code,
+      this._diff,
       this._editor,
       controls
     );
@@ -143,6 +176,13 @@ export class OutsideCard {
     this._show(item);
     this._error.hidden = true;
     this.setEnabled(true);
+  }
+
+  /** Show a cell change against the notebook as it is now (edited meanwhile). */
+  refresh(): void {
+    if (this._item.cell) {
+      this._showCode(this._item);
+    }
   }
 
   /** Take clicks, or not while a decision is on its way. */
@@ -166,6 +206,11 @@ export class OutsideCard {
     this.node.setAttribute(OUTSIDE_ID_ATTRIBUTE, item.id);
     this.node.setAttribute(OUTSIDE_STATE_ATTRIBUTE, item.state);
     this.node.setAttribute(RISK_ATTRIBUTE, item.risk);
+    if (item.cell) {
+      this.node.setAttribute(OUTSIDE_CELL_ATTRIBUTE, item.cell.op);
+    } else {
+      this.node.removeAttribute(OUTSIDE_CELL_ATTRIBUTE);
+    }
     this.node.setAttribute(
       'aria-label',
       trans.__('Request from outside agent %1', item.client)
@@ -183,17 +228,11 @@ export class OutsideCard {
       );
       this._reasons.hidden = item.reasons.length === 0;
     }
-    if (!old || old.code !== item.code) {
-      this._code.replaceChildren(shownNodes(document, item.code, trans));
-    }
-    this._always.title = trans.__(
-      "Approve, and run this client's later %1 calls of this class or milder without asking, until the Jupyter server stops",
-      item.tool
-    );
+    this._showWords(item);
     if (!item.editable && this._editing) {
-      this._setEditing(false, false);
+      this._editing = false;
     }
-    this._edit.hidden = !item.editable || this._editing;
+    this._showCode(item);
     this._runningLine.textContent = trans.__(
       '%1 · %2 · running…',
       item.client,
@@ -201,6 +240,88 @@ export class OutsideCard {
     );
     this._waiting.hidden = item.state === 'running';
     this._running.hidden = item.state !== 'running';
+  }
+
+  /** The buttons' words: a cell change is accepted or rejected, a call approved or denied. */
+  private _showWords(item: IOutsideApproval): void {
+    const trans = this._trans;
+    const cell = item.cell !== undefined;
+    this._approve.textContent = cell ? trans.__('Accept') : trans.__('Approve');
+    this._deny.textContent = cell ? trans.__('Reject') : trans.__('Deny');
+    this._runEdited.textContent = cell
+      ? trans.__('Accept edited')
+      : trans.__('Run edited');
+    this._always.title = cell
+      ? trans.__(
+          "Accept, and apply this client's later %1 changes to this notebook without asking, until the Jupyter server stops",
+          item.tool
+        )
+      : trans.__(
+          "Approve, and run this client's later %1 calls of this class or milder without asking, until the Jupyter server stops",
+          item.tool
+        );
+    this._code.setAttribute(
+      'aria-label',
+      cell
+        ? trans.__('Source of the proposed cell')
+        : trans.__('Code the agent would run')
+    );
+    this._editor.setAttribute(
+      'aria-label',
+      cell ? trans.__('Edited source') : trans.__('Edited code')
+    );
+  }
+
+  /**
+   * The code, or for an edit of a cell in the notebook the line diff from its
+   * source; for a cell change, a line saying which cell or where it goes.
+   */
+  private _showCode(item: IOutsideApproval): void {
+    const cell = item.cell;
+    this._where.hidden = cell === undefined;
+    this._where.textContent = cell ? this._whereText(cell) : '';
+    const before =
+      cell?.op === 'edit' ? (this._cells?.source(cell.cell_id) ?? null) : null;
+    this._showsDiff = before !== null;
+    if (
+      before !== null &&
+      (this._diffShown?.before !== before ||
+        this._diffShown.after !== item.code)
+    ) {
+      const diff = renderDiff(before, item.code, this._trans);
+      this._diff.replaceWith(diff);
+      this._diff = diff;
+      this._diffShown = { before, after: item.code };
+    }
+    if (this._codeShown !== item.code) {
+      this._code.replaceChildren(shownNodes(document, item.code, this._trans));
+      this._codeShown = item.code;
+    }
+    this._layout();
+  }
+
+  private _whereText(cell: OutsideCellChange): string {
+    const trans = this._trans;
+    if (cell.op === 'edit') {
+      const at = this._cells?.position(cell.cell_id) ?? null;
+      return at === null
+        ? trans.__(
+            'Edit of a cell that is not in the notebook (id %1): accepting changes nothing',
+            cell.cell_id
+          )
+        : trans.__('Edit of cell %1', at);
+    }
+    if (cell.after_cell_id === null) {
+      return trans.__('New %1 cell, at the end', cell.cell_type);
+    }
+    const at = this._cells?.position(cell.after_cell_id) ?? null;
+    return at === null
+      ? trans.__(
+          'New %1 cell, after a cell that is not in the notebook (id %2): accepting adds nothing',
+          cell.cell_type,
+          cell.after_cell_id
+        )
+      : trans.__('New %1 cell, after cell %2', cell.cell_type, at);
   }
 
   private _wireButtons(): void {
@@ -227,31 +348,41 @@ export class OutsideCard {
     this._stopButton.addEventListener('click', () => this._stop());
   }
 
-  private _setEditing(editing: boolean, focus = true): void {
+  private _setEditing(editing: boolean): void {
     this._editing = editing;
     if (editing) {
       this._editor.value = this._item.code;
       this._editor.rows = Math.min(16, this._item.code.split('\n').length + 1);
     }
-    this._code.hidden = editing;
+    this._layout();
+    (editing ? this._editor : this._edit).focus();
+  }
+
+  /** Which of the code, the diff, the editor and the buttons are shown. */
+  private _layout(): void {
+    const editing = this._editing;
+    this._code.hidden = editing || this._showsDiff;
+    this._diff.hidden = editing || !this._showsDiff;
     this._editor.hidden = !editing;
     this._runEdited.hidden = !editing;
     this._cancel.hidden = !editing;
     this._approve.hidden = editing;
     this._always.hidden = editing;
     this._edit.hidden = editing || !this._item.editable;
-    if (focus) {
-      (editing ? this._editor : this._edit).focus();
-    }
   }
 
   private _item!: IOutsideApproval;
   private _editing = false;
+  private _showsDiff = false;
+  private _codeShown: string | null = null;
+  private _diffShown: { before: string; after: string } | null = null;
   private readonly _waiting = element('div', 'qloop-outside-waiting');
   private readonly _title = element('span', 'qloop-outside-title');
   private readonly _risk = element('span', 'qloop-outside-risk');
   private readonly _reasons = element('ul', 'qloop-outside-reasons');
+  private readonly _where = element('div', 'qloop-outside-where');
   private readonly _code = element('pre', 'qloop-outside-code');
+  private _diff: HTMLPreElement = renderDiff('', '', this._trans);
   private readonly _editor = element('textarea', 'qloop-outside-editor');
   private readonly _reason = element('input', 'qloop-outside-reason');
   private readonly _approve = button(
@@ -291,6 +422,8 @@ function hiddenButton(className: string, text: string): HTMLButtonElement {
 export interface IOutsideBoardOptions {
   trans: TranslationBundle;
   actions: IOutsideActions;
+  /** The notebook, as the cards of cell changes read it. */
+  cells?: IOutsideCells;
   /** Where the focus goes when the card that held it goes. */
   restoreFocus?: () => void;
 }
@@ -333,6 +466,17 @@ export class OutsideBoard extends Widget {
     this._fitToCards();
   }
 
+  /** Show the cell changes against the notebook as it is now. */
+  refreshCells(): void {
+    const changes = Array.from(this._cards.values()).filter(
+      card => card.item.cell !== undefined
+    );
+    if (changes.length > 0) {
+      changes.forEach(card => card.refresh());
+      this._fitToCards();
+    }
+  }
+
   /** Take the card of a request away (decided elsewhere, or no longer listed). */
   drop(id: string): void {
     const card = this._cards.get(id);
@@ -369,9 +513,10 @@ export class OutsideBoard extends Widget {
     const card: OutsideCard = new OutsideCard(
       item,
       trans,
+      this._options.cells ?? null,
       decision => {
         card.setEnabled(false);
-        void actions.decide(item.id, decision).then(after);
+        void actions.decide(card.item, decision).then(after);
       },
       () => {
         card.setEnabled(false);

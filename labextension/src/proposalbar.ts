@@ -20,7 +20,7 @@ export const DIFF_SAME_CLASS = 'qloop-diff-same';
 export const RISK_ATTRIBUTE = 'data-qloop-risk';
 
 /** Risk classes shown as a warning. */
-const ALARMING_RISKS = ['destructive', 'external', 'unknown'];
+export const ALARMING_RISKS = ['destructive', 'external', 'unknown'];
 
 /** What the bar needs. */
 export interface IProposalBarOptions {

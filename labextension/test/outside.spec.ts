@@ -27,12 +27,19 @@ import {
 import {
   IOutsideApproval,
   OUTSIDE_BOARD_CLASS,
+  OUTSIDE_CELL_ATTRIBUTE,
   OUTSIDE_CLASS,
   OUTSIDE_ID_ATTRIBUTE,
   OutsideBoard,
   PostOutcome,
   RISK_ATTRIBUTE
 } from '../src/outsidecard';
+import {
+  DIFF_ADD_CLASS,
+  DIFF_CLASS,
+  DIFF_DEL_CLASS,
+  DIFF_SAME_CLASS
+} from '../src/proposalbar';
 import { MARK_CLASS, charMark } from '../src/visible';
 
 import { shouting } from './translators';
@@ -86,6 +93,8 @@ class FakeServer {
   readonly posts: IPost[] = [];
   /** The answer of each POST route (default 200 {"ok": true}). */
   readonly postAnswers = new Map<string, [number, unknown]>();
+  /** Called as each POST arrives (to see the notebook at that moment). */
+  onPost: (post: IPost) => void = () => undefined;
 
   readonly fetch = (request: FakeRequest): Promise<Response> => {
     const url = new URL(request.url);
@@ -94,6 +103,7 @@ class FakeServer {
     if (request.method === 'POST') {
       const body = JSON.parse(request.body ?? 'null') as JSONObject;
       this.posts.push({ route, body });
+      this.onPost({ route, body });
       const [status, answer] = this.postAnswers.get(route) ?? [
         200,
         { ok: true }
@@ -596,6 +606,354 @@ describe('showOutsideRequests', () => {
     expect(server.posts).toEqual([]);
     expect(warn).toHaveBeenCalledTimes(1);
   });
+
+  describe('cell changes', () => {
+    const first = 'cell-first';
+    const second = 'cell-second';
+
+    beforeEach(() => {
+      const notebook = context.model.sharedModel;
+      notebook.insertCell(0, {
+        id: first,
+        cell_type: 'code',
+        source: 'import pandas as pd',
+        metadata: {}
+      });
+      notebook.insertCell(1, {
+        id: second,
+        cell_type: 'code',
+        source: 'df = load()\nplot(df)',
+        metadata: {}
+      });
+    });
+
+    function cellChange(
+      cell: IOutsideApproval['cell'],
+      fields: Partial<IOutsideApproval> = {}
+    ): IOutsideApproval {
+      const add = cell?.op === 'add';
+      return approval({
+        id: 'c1',
+        client: 'cursor',
+        tool: add ? 'add_cell' : 'edit_cell',
+        title: add
+          ? 'cursor proposes a new code cell — accept?'
+          : 'cursor proposes an edit of a cell — accept?',
+        code: 'df = load()\nplot(df, kind="bar")',
+        reasons: ['line 1: changes a cell'],
+        cell,
+        ...fields
+      });
+    }
+
+    /** The notebook's cells: id, source and the qloop_outside mark. */
+    function cells(): [string, string, unknown][] {
+      return context.model.sharedModel.cells.map(cell => [
+        cell.id,
+        cell.getSource(),
+        cell.getMetadata(OUTSIDE_KEY)
+      ]);
+    }
+
+    function notebookJSON(): string {
+      return JSON.stringify(context.model.toJSON());
+    }
+
+    function shownButtons(node: HTMLElement): (string | null)[] {
+      return buttons(node)
+        .filter(b => !b.hidden && !b.closest('[hidden]'))
+        .map(b => b.textContent);
+    }
+
+    it('shows an edit as the line diff from the cell, invisible characters marked', async () => {
+      const code = 'df = load()\nplot(df\u200B)';
+      server.answer(1, [cellChange({ op: 'edit', cell_id: second }, { code })]);
+      await settle();
+      const node = card(panel, 'c1');
+      expect(node.getAttribute(OUTSIDE_CELL_ATTRIBUTE)).toBe('edit');
+      expect(node.querySelector('.qloop-outside-where')!.textContent).toBe(
+        'Edit of cell 2'
+      );
+      expect(
+        node.querySelector<HTMLElement>('pre.qloop-outside-code')!.hidden
+      ).toBe(true);
+      const diff = node.querySelector<HTMLElement>(`pre.${DIFF_CLASS}`)!;
+      expect(diff.hidden).toBe(false);
+      expect(
+        Array.from(diff.children, line => [line.className, line.textContent])
+      ).toEqual([
+        [DIFF_SAME_CLASS, ' df = load()'],
+        [DIFF_DEL_CLASS, '-plot(df)'],
+        [DIFF_ADD_CLASS, `+plot(df${charMark('\u200B')})`]
+      ]);
+      expect(diff.querySelector(`.${MARK_CLASS}`)!.textContent).toBe(
+        charMark('\u200B')
+      );
+      expect(shownButtons(node)).toEqual([
+        'Accept',
+        'Reject',
+        'Always allow',
+        'Edit'
+      ]);
+      // The cell edited meanwhile: the diff follows it.
+      context.model.sharedModel.cells[1].setSource('df = load()\nplot(df)\n');
+      context.model.sharedModel.cells[1].setSource('df = load()');
+      expect(
+        Array.from(
+          node.querySelector(`pre.${DIFF_CLASS}`)!.children,
+          line => line.className
+        )
+      ).toEqual([DIFF_SAME_CLASS, DIFF_ADD_CLASS]);
+    });
+
+    it('shows a new cell whole, and where it goes', async () => {
+      server.answer(1, [
+        cellChange({ op: 'add', cell_type: 'code', after_cell_id: first }),
+        cellChange(
+          { op: 'add', cell_type: 'markdown', after_cell_id: null },
+          { id: 'c2', code: '# Notes' }
+        ),
+        cellChange(
+          { op: 'add', cell_type: 'code', after_cell_id: 'gone' },
+          { id: 'c3' }
+        ),
+        cellChange({ op: 'edit', cell_id: 'gone' }, { id: 'c4' })
+      ]);
+      await settle();
+      const where = (id: string) =>
+        card(panel, id).querySelector('.qloop-outside-where')!.textContent;
+      expect(where('c1')).toBe('New code cell, after cell 1');
+      expect(where('c2')).toBe('New markdown cell, at the end');
+      expect(where('c3')).toBe(
+        'New code cell, after a cell that is not in the notebook (id gone): accepting adds nothing'
+      );
+      expect(where('c4')).toBe(
+        'Edit of a cell that is not in the notebook (id gone): accepting changes nothing'
+      );
+      const node = card(panel, 'c1');
+      expect(node.getAttribute(OUTSIDE_CELL_ATTRIBUTE)).toBe('add');
+      const code = node.querySelector<HTMLElement>('pre.qloop-outside-code')!;
+      expect(code.hidden).toBe(false);
+      expect(code.textContent).toBe('df = load()\nplot(df, kind="bar")');
+      expect(node.querySelector<HTMLElement>(`pre.${DIFF_CLASS}`)!.hidden).toBe(
+        true
+      );
+      // An edit of a missing cell shows the proposed source whole.
+      expect(
+        card(panel, 'c4').querySelector<HTMLElement>('pre.qloop-outside-code')!
+          .hidden
+      ).toBe(false);
+    });
+
+    it.each([
+      ['.qloop-outside-approve', 'approve'],
+      ['.qloop-outside-always', 'always']
+    ])(
+      '%s claims, then adds the cell, then decides with its id',
+      async (selector, decision) => {
+        const seen: [string, number][] = [];
+        server.onPost = post =>
+          seen.push([post.route, context.model.sharedModel.cells.length]);
+        server.answer(1, [
+          cellChange({ op: 'add', cell_type: 'code', after_cell_id: first })
+        ]);
+        await settle();
+        const node = card(panel, 'c1');
+        node.querySelector<HTMLInputElement>('.qloop-outside-reason')!.value =
+          'fine';
+        click(node, selector);
+        await settle();
+        expect(seen).toEqual([
+          ['qloop/outside/claim', 2],
+          ['qloop/outside/decide', 3]
+        ]);
+        const added = cells()[1];
+        expect(added).toEqual([
+          expect.any(String),
+          'df = load()\nplot(df, kind="bar")',
+          { client: 'cursor', tool: 'add_cell' }
+        ]);
+        expect(cells().map(cell => cell[0])).toEqual([first, added[0], second]);
+        expect(context.model.sharedModel.cells[1].cell_type).toBe('code');
+        expect(server.posts).toEqual([
+          { route: 'qloop/outside/claim', body: { id: 'c1' } },
+          {
+            route: 'qloop/outside/decide',
+            body: {
+              id: 'c1',
+              decision,
+              reason: 'fine',
+              applied: { cell_id: added[0] }
+            }
+          }
+        ]);
+      }
+    );
+
+    it('Accept edited applies the edited text to the cell', async () => {
+      server.answer(1, [cellChange({ op: 'edit', cell_id: second })]);
+      await settle();
+      const node = card(panel, 'c1');
+      click(node, '.qloop-outside-edit');
+      const editor = node.querySelector<HTMLTextAreaElement>(
+        'textarea.qloop-outside-editor'
+      )!;
+      expect(editor.value).toBe('df = load()\nplot(df, kind="bar")');
+      expect(node.querySelector<HTMLElement>(`pre.${DIFF_CLASS}`)!.hidden).toBe(
+        true
+      );
+      expect(shownButtons(node)).toEqual(['Reject', 'Accept edited', 'Cancel']);
+      editor.value = 'df = load()\nplot(df, kind="line")';
+      click(node, '.qloop-outside-run-edited');
+      await settle();
+      expect(cells()).toEqual([
+        [first, 'import pandas as pd', undefined],
+        [
+          second,
+          'df = load()\nplot(df, kind="line")',
+          { client: 'cursor', tool: 'edit_cell' }
+        ]
+      ]);
+      expect(server.posts).toEqual([
+        { route: 'qloop/outside/claim', body: { id: 'c1' } },
+        {
+          route: 'qloop/outside/decide',
+          body: {
+            id: 'c1',
+            decision: 'edit',
+            reason: '',
+            code: 'df = load()\nplot(df, kind="line")',
+            applied: { cell_id: second }
+          }
+        }
+      ]);
+    });
+
+    it('applies nothing when another page claimed the change (409)', async () => {
+      server.postAnswers.set('qloop/outside/claim', [
+        409,
+        {
+          ok: false,
+          message: 'another page applies this change, or it is gone'
+        }
+      ]);
+      const before = notebookJSON();
+      server.answer(1, [
+        cellChange({ op: 'add', cell_type: 'code', after_cell_id: null })
+      ]);
+      await settle();
+      click(card(panel, 'c1'), '.qloop-outside-approve');
+      await settle();
+      expect(notebookJSON()).toBe(before);
+      expect(server.posts).toEqual([
+        { route: 'qloop/outside/claim', body: { id: 'c1' } }
+      ]);
+      expect(cards(panel)).toHaveLength(0);
+    });
+
+    it('applies a change the policy allows at once, without a card, once', async () => {
+      const item = cellChange(
+        { op: 'add', cell_type: 'markdown', after_cell_id: null },
+        { state: 'apply', code: '## Result' }
+      );
+      server.answer(1, [item]);
+      await settle();
+      expect(cards(panel)).toHaveLength(0);
+      expect(cells()).toHaveLength(3);
+      const added = cells()[2];
+      expect(added.slice(1)).toEqual([
+        '## Result',
+        { client: 'cursor', tool: 'add_cell' }
+      ]);
+      expect(context.model.sharedModel.cells[2].cell_type).toBe('markdown');
+      expect(server.posts).toEqual([
+        { route: 'qloop/outside/claim', body: { id: 'c1' } },
+        {
+          route: 'qloop/outside/decide',
+          body: {
+            id: 'c1',
+            decision: 'approve',
+            reason: '',
+            applied: { cell_id: added[0] }
+          }
+        }
+      ]);
+      // The same item again (the server not yet past it): nothing more.
+      server.answer(2, [item]);
+      await settle();
+      server.answer(3, [item]);
+      await settle();
+      expect(cells()).toHaveLength(3);
+      expect(server.posts).toHaveLength(2);
+      expect(cards(panel)).toHaveLength(0);
+    });
+
+    it('sends a decision again after it failed, without applying twice', async () => {
+      server.postAnswers.set('qloop/outside/decide', [
+        500,
+        { message: 'down' }
+      ]);
+      const item = cellChange(
+        { op: 'edit', cell_id: first },
+        { state: 'apply', code: 'import polars as pl' }
+      );
+      server.answer(1, [item]);
+      await settle();
+      server.postAnswers.delete('qloop/outside/decide');
+      server.answer(2, [item]);
+      await settle();
+      expect(server.posts.map(post => post.route)).toEqual([
+        'qloop/outside/claim',
+        'qloop/outside/decide',
+        'qloop/outside/decide'
+      ]);
+      expect(server.posts[2].body).toEqual(server.posts[1].body);
+      expect(cells()[0]).toEqual([
+        first,
+        'import polars as pl',
+        { client: 'cursor', tool: 'edit_cell' }
+      ]);
+    });
+
+    it('posts applied.error and changes nothing when the target is gone', async () => {
+      server.answer(1, [cellChange({ op: 'edit', cell_id: 'gone' })]);
+      await settle();
+      const before = notebookJSON();
+      click(card(panel, 'c1'), '.qloop-outside-approve');
+      await settle();
+      expect(notebookJSON()).toBe(before);
+      expect(server.posts).toEqual([
+        { route: 'qloop/outside/claim', body: { id: 'c1' } },
+        {
+          route: 'qloop/outside/decide',
+          body: {
+            id: 'c1',
+            decision: 'approve',
+            reason: '',
+            applied: { error: 'no cell with id gone in the notebook' }
+          }
+        }
+      ]);
+    });
+
+    it('Reject posts deny with the reason, claims nothing and changes nothing', async () => {
+      server.answer(1, [cellChange({ op: 'edit', cell_id: second })]);
+      await settle();
+      const before = notebookJSON();
+      const node = card(panel, 'c1');
+      node.querySelector<HTMLInputElement>('.qloop-outside-reason')!.value =
+        'keep the plot';
+      click(node, '.qloop-outside-deny');
+      await settle();
+      expect(notebookJSON()).toBe(before);
+      expect(server.posts).toEqual([
+        {
+          route: 'qloop/outside/decide',
+          body: { id: 'c1', decision: 'deny', reason: 'keep the plot' }
+        }
+      ]);
+    });
+  });
 });
 
 describe('saveOutsideEntry', () => {
@@ -697,6 +1055,49 @@ describe('parsePending', () => {
     warn.mockRestore();
   });
 
+  it('reads the cell change of an approval, and "apply" only with one', () => {
+    const warn = jest
+      .spyOn(console, 'warn')
+      .mockImplementation(() => undefined);
+    const add = { op: 'add', cell_type: 'code', after_cell_id: 'x' };
+    const pending = parsePending({
+      version: 1,
+      items: [
+        { ...approval({ id: 'c1' }), cell: add },
+        {
+          ...approval({ id: 'c2', state: 'apply' }),
+          cell: { op: 'edit', cell_id: 'x' }
+        },
+        {
+          ...approval({ id: 'c3' }),
+          cell: { op: 'add', cell_type: 'markdown' }
+        },
+        { ...approval({ id: 'no-cell', state: 'apply' }) },
+        { ...approval({ id: 'move' }), cell: { op: 'move', cell_id: 'x' } },
+        { ...approval({ id: 'raw' }), cell: { ...add, cell_type: 'raw' } },
+        { ...approval({ id: 'no-id' }), cell: { op: 'edit' } },
+        { ...approval({ id: 'not-object' }), cell: 'add' }
+      ]
+    });
+    expect(pending!.items).toEqual([
+      approval({
+        id: 'c1',
+        cell: { op: 'add', cell_type: 'code', after_cell_id: 'x' }
+      }),
+      approval({
+        id: 'c2',
+        state: 'apply',
+        cell: { op: 'edit', cell_id: 'x' }
+      }),
+      approval({
+        id: 'c3',
+        cell: { op: 'add', cell_type: 'markdown', after_cell_id: null }
+      })
+    ]);
+    expect(warn).toHaveBeenCalledTimes(5);
+    warn.mockRestore();
+  });
+
   it('waits 2 s, then twice as long, up to 30 s', () => {
     expect([1, 2, 3, 4, 5, 6, 20].map(retryDelay)).toEqual([
       2000, 4000, 8000, 16000, 30000, 30000, 30000
@@ -711,8 +1112,8 @@ describe('OutsideBoard', () => {
     const widget = new OutsideBoard({
       trans,
       actions: {
-        decide: (id, decision) => {
-          sent.push([id, decision.decision]);
+        decide: (item, decision) => {
+          sent.push([item.id, decision.decision]);
           return done();
         },
         stop: id => {
