@@ -8,10 +8,12 @@
  * agent_cell.ipynb: cell 0 loads the extension, cell 1 is an agent cell,
  * cell 2 prints `y + 1` (none is run here).
  */
+import { Page } from '@playwright/test';
 import { ChildProcess, spawn } from 'child_process';
 import * as path from 'path';
 
 import { REPOSITORY_ROOT, expect, test, waitForKernelReady } from './fixtures';
+import { test as test7 } from './nb7';
 
 const NOTEBOOK = 'agent_cell.ipynb';
 const THEMES = ['JupyterLab Light', 'JupyterLab Dark'];
@@ -132,3 +134,93 @@ for (const theme of THEMES) {
     });
   });
 }
+
+/** The active JupyterLab notebook's cell sources, from its model. */
+async function sourcesOf(page: Page): Promise<string[]> {
+  return page.evaluate(() => {
+    const panel = (window as any).jupyterapp.shell.currentWidget;
+    return panel.context.model.sharedModel.cells.map((c: any) => c.getSource());
+  });
+}
+
+test('add_cell and edit_cell are proposals the user accepts or rejects in the page', async ({
+  page,
+  openNotebook
+}) => {
+  const serverPath = await openNotebook(NOTEBOOK);
+  await waitForKernelReady(page);
+  const before = await sourcesOf(page);
+  const firstId = await page.evaluate(
+    () =>
+      (window as any).jupyterapp.shell.currentWidget.context.model.sharedModel
+        .cells[0].id
+  );
+  const added = outsideCall('add_cell', {
+    path: serverPath,
+    source: 'doubled = y * 2',
+    after_cell_id: firstId
+  });
+  try {
+    const card = page.locator('.qloop-outside[data-qloop-outside-cell="add"]');
+    await expect(card).toBeVisible({ timeout: 60000 });
+    await expect(card.locator('.qloop-outside-where')).toHaveText(
+      'New code cell, after cell 1'
+    );
+    await card.locator('.qloop-outside-edit').click();
+    await card
+      .locator('textarea.qloop-outside-editor')
+      .fill('doubled = y * 2  # checked');
+    await card.locator('.qloop-outside-run-edited').click();
+    const outcome = await added.done;
+    expect(outcome.is_error).toBe(false);
+    expect(outcome.text).toContain('edited by the user: added as cell');
+  } finally {
+    added.process.kill();
+  }
+  await expect
+    .poll(() => sourcesOf(page))
+    .toEqual([before[0], 'doubled = y * 2  # checked', ...before.slice(1)]);
+  const edited = outsideCall('edit_cell', {
+    path: serverPath,
+    cell_id: firstId,
+    source: 'import os'
+  });
+  try {
+    const card = page.locator('.qloop-outside[data-qloop-outside-cell="edit"]');
+    await expect(card).toBeVisible({ timeout: 60000 });
+    await expect(card.locator('.qloop-diff-add')).toContainText('import os');
+    await card.locator('input.qloop-outside-reason').fill('not that cell');
+    await card.locator('.qloop-outside-deny').click();
+    const outcome = await edited.done;
+    expect(outcome.text).toBe('denied by the user: not that cell');
+  } finally {
+    edited.process.kill();
+  }
+  expect((await sourcesOf(page))[0]).toBe(before[0]); // rejected: unchanged
+});
+
+test7(
+  'Notebook 7: an outside call waits for the card at 360 px and runs when approved',
+  async ({ notebook7 }) => {
+    const page = notebook7.page;
+    await page.setViewportSize({ width: 360, height: 800 });
+    const serverPath = await notebook7.open(NOTEBOOK);
+    const call = outsideCall('run_code', {
+      path: serverPath,
+      code: 'print("from outside")'
+    });
+    try {
+      const card = page.locator('.qloop-outside');
+      await expect(card).toBeVisible({ timeout: 60000 });
+      const box = await card.boundingBox();
+      expect(box!.width).toBeLessThanOrEqual(360);
+      await expect(card).toHaveAttribute('data-qloop-risk', 'read');
+      await card.locator('.qloop-outside-approve').click();
+      const outcome = await call.done;
+      expect(outcome.is_error).toBe(false);
+      expect(outcome.text).toContain('from outside');
+    } finally {
+      call.process.kill();
+    }
+  }
+);
