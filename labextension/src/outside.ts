@@ -3,13 +3,14 @@
  * notebook's kernel through qloop's MCP server in the Jupyter server: each
  * notebook view long-polls the server for the notebook's pending requests,
  * shows them as cards, posts the user's decisions back, applies the cell
- * changes the user accepts (or the user's policy allows) to the notebook,
- * and saves the records the server hands it into the notebook's metadata
+ * changes the user accepts (or the user's policy allows) to the notebook
+ * (`outsidecells.ts`: add, edit, or run a cell), and saves the records the server hands it into the notebook's metadata
  * (`qloop_outside`).
  *
  * While a view polls, the server counts the notebook as shown: it refuses
  * outside calls for a notebook no page shows.
  */
+import { ISessionContext } from '@jupyterlab/apputils';
 import { URLExt } from '@jupyterlab/coreutils';
 import { INotebookModel, NotebookPanel } from '@jupyterlab/notebook';
 import { ServerConnection } from '@jupyterlab/services';
@@ -19,17 +20,24 @@ import type { ISignal } from '@lumino/signaling';
 
 import {
   IOutsideApproval,
-  IOutsideCells,
   IOutsideDecision,
   OutsideBoard,
   OutsideCellChange,
   PostOutcome
 } from './outsidecard';
 import { INotebookMetadata } from './protocol';
+import {
+  CellExecutor,
+  IOutsideCellWidget,
+  OUTSIDE_KEY,
+  OutsideCellChanges,
+  executeCell,
+  notebookCells,
+  runCell
+} from './outsidecells';
 import { isJSONObject } from './record';
 
-/** The notebook metadata key of the outside agents' records. */
-export const OUTSIDE_KEY = 'qloop_outside';
+export { OUTSIDE_KEY };
 /** The server's routes, under its base URL. */
 export const PENDING_ROUTE = 'qloop/outside/pending';
 export const DECIDE_ROUTE = 'qloop/outside/decide';
@@ -73,9 +81,10 @@ function cellChange(data: unknown): OutsideCellChange | null {
   if (!isJSONObject(data)) {
     return null;
   }
-  if (data['op'] === 'edit') {
+  const op = data['op'];
+  if (op === 'edit' || op === 'run') {
     const cellId = data['cell_id'];
-    return typeof cellId === 'string' ? { op: 'edit', cell_id: cellId } : null;
+    return typeof cellId === 'string' ? { op, cell_id: cellId } : null;
   }
   const type = data['cell_type'];
   const after = data['after_cell_id'] ?? null;
@@ -430,162 +439,6 @@ export class OutsideRecords {
   private readonly _warned = new Set<string>();
 }
 
-/** What applying a cell change needs of the notebook: its shared model. */
-export type OutsideNotebook = Pick<
-  INotebookModel['sharedModel'],
-  'cells' | 'insertCell' | 'transact'
->;
-
-function cellIndex(notebook: OutsideNotebook, id: string): number {
-  return notebook.cells.findIndex(cell => cell.id === id);
-}
-
-/** The cells of a notebook as the cards read them; none once it is closed. */
-export function notebookCells(
-  notebook: () => OutsideNotebook | null
-): IOutsideCells {
-  const find = (id: string) => {
-    const found = notebook();
-    const index = found ? cellIndex(found, id) : -1;
-    return found && index >= 0 ? { cell: found.cells[index], index } : null;
-  };
-  return {
-    source: id => find(id)?.cell.getSource() ?? null,
-    position: id => {
-      const found = find(id);
-      return found ? found.index + 1 : null;
-    }
-  };
-}
-
-/**
- * Apply a cell change with `source`: a new cell after its neighbour (or at
- * the end), or the edited cell's new source, each marked with who proposed
- * it (`qloop_outside` cell metadata). A missing target changes nothing.
- * Returns what the server is told the page did.
- */
-export function applyCellChange(
-  notebook: OutsideNotebook,
-  change: OutsideCellChange,
-  source: string,
-  origin: { client: string; tool: string }
-): JSONObject {
-  const target = change.op === 'add' ? change.after_cell_id : change.cell_id;
-  const found = target === null ? -1 : cellIndex(notebook, target);
-  if (target !== null && found < 0) {
-    return { error: `no cell with id ${target} in the notebook` };
-  }
-  const mark = { client: origin.client, tool: origin.tool };
-  if (change.op === 'add') {
-    const index = target === null ? notebook.cells.length : found + 1;
-    const cell = notebook.insertCell(index, {
-      cell_type: change.cell_type,
-      source,
-      metadata: { [OUTSIDE_KEY]: mark }
-    });
-    return { cell_id: cell.id };
-  }
-  const cell = notebook.cells[found];
-  notebook.transact(() => {
-    cell.setSource(source);
-    cell.setMetadata(OUTSIDE_KEY, mark);
-  });
-  return { cell_id: cell.id };
-}
-
-/** Where a cell change of this page stands. */
-type ChangeProgress =
-  /** Claim, change and decision on their way. */
-  | { step: 'busy' }
-  /** Decided, or another page applies it. */
-  | { step: 'done' }
-  /** Applied here; the decision did not reach the server. */
-  | { step: 'unsent'; decision: IOutsideDecision };
-
-/**
- * Applies the cell changes of one notebook view's requests: on the user's
- * click, or at once for those the user's policy or a grant allows ("apply").
- * One page applies each change (the server's claim answers the first page
- * only); the decision then tells the server what the page did.
- */
-export class OutsideCellChanges {
-  constructor(
-    private readonly _requests: OutsideRequests,
-    private readonly _notebook: () => OutsideNotebook | null
-  ) {}
-
-  /** Apply, once each, the changes of an answer that need no click. */
-  applyAllowed(items: readonly IOutsideApproval[]): void {
-    for (const item of items) {
-      const progress = this._progress.get(item.id)?.step;
-      if (
-        item.state === 'apply' &&
-        progress !== 'busy' &&
-        progress !== 'done'
-      ) {
-        void this.decide(item, { decision: 'approve', reason: '' });
-      }
-    }
-  }
-
-  /**
-   * Send a decision on a cell change: a rejection as it is; otherwise claim
-   * the change, apply it, and send the decision with what was applied. A
-   * change applied before is not applied again: its decision is sent again.
-   */
-  async decide(
-    item: IOutsideApproval,
-    decision: IOutsideDecision
-  ): Promise<PostOutcome> {
-    const known = this._progress.get(item.id);
-    if (known?.step === 'busy' || known?.step === 'done') {
-      return { outcome: 'taken' };
-    }
-    if (known === undefined && decision.decision === 'deny') {
-      return this._requests.decide(item.id, decision);
-    }
-    this._progress.set(item.id, { step: 'busy' });
-    let applied = known?.step === 'unsent' ? known.decision : null;
-    if (applied === null) {
-      const claim = await this._requests.claim(item.id);
-      if (claim.outcome !== 'ok') {
-        this._settle(item.id, claim.outcome === 'taken' ? 'done' : null);
-        return claim;
-      }
-      applied = { ...decision, applied: this._apply(item, decision) };
-    }
-    const sent = await this._requests.decide(item.id, applied);
-    this._settle(item.id, sent.outcome === 'failed' ? applied : 'done');
-    return sent;
-  }
-
-  private _apply(
-    item: IOutsideApproval,
-    decision: IOutsideDecision
-  ): JSONObject {
-    const notebook = this._notebook();
-    if (!item.cell || !notebook) {
-      return { error: 'the notebook is closed' };
-    }
-    const source =
-      decision.decision === 'edit' ? (decision.code ?? item.code) : item.code;
-    return applyCellChange(notebook, item.cell, source, item);
-  }
-
-  /** Remember the outcome: done, a decision to send again, or nothing (claim again). */
-  private _settle(id: string, outcome: 'done' | IOutsideDecision | null): void {
-    if (outcome === null) {
-      this._progress.delete(id);
-    } else if (outcome === 'done') {
-      this._progress.set(id, { step: 'done' });
-    } else {
-      this._progress.set(id, { step: 'unsent', decision: outcome });
-    }
-  }
-
-  private readonly _progress = new Map<string, ChangeProgress>();
-}
-
 /** What the requests need of a notebook's context (a notebook panel's has it). */
 export interface IOutsideContext {
   readonly path: string;
@@ -603,23 +456,34 @@ export interface IOutsideView {
   readonly context: IOutsideContext;
   /** Between the toolbar and the content, in JupyterLab 4 and Notebook 7. */
   readonly contentHeader: Pick<NotebookPanel['contentHeader'], 'addWidget'>;
-  readonly content: { readonly node: HTMLElement };
+  /** The notebook: its node, and its cells' widgets (run_cell runs one). */
+  readonly content: {
+    readonly node: HTMLElement;
+    readonly widgets: readonly IOutsideCellWidget[];
+  };
+  /** The notebook's kernel session, where run_cell runs a cell. */
+  readonly sessionContext: ISessionContext;
   readonly disposed: ISignal<unknown, void>;
 }
 
 /**
  * Show the outside requests of a notebook view on top of it, while it is open:
  * a board in the view's content header and a poll of the notebook's path.
+ * `execute` runs a cell of the view for run_cell (JupyterLab's own run, in
+ * the view's session, unless given).
  */
 export function showOutsideRequests(
   panel: IOutsideView,
   requests: OutsideRequests,
-  trans: TranslationBundle
+  trans: TranslationBundle,
+  execute: CellExecutor = cell => executeCell(cell, panel.sessionContext)
 ): void {
   const context = panel.context;
   const notebook = () =>
     context.isDisposed ? null : context.model.sharedModel;
-  const changes = new OutsideCellChanges(requests, notebook);
+  const run = (cellId: string) =>
+    runCell(panel.content.widgets, cellId, execute);
+  const changes = new OutsideCellChanges(requests, notebook, run);
   const board = new OutsideBoard({
     trans,
     actions: {

@@ -3,7 +3,8 @@
  * reaching the kernel through qloop's MCP server), on top of the notebook:
  * what the request is, its risk class and the reasons, the code with every
  * invisible or confusable character marked (for an edit of a cell, the line
- * diff from the cell's source), and the buttons that decide it.
+ * diff from the cell's source; for a run of a cell, the cell's source as it
+ * is now), and the buttons that decide it.
  * Every text from the server is set as text.
  */
 import { TranslationBundle } from '@jupyterlab/translation';
@@ -20,11 +21,14 @@ export const OUTSIDE_BOARD_CLASS = 'qloop-outside-board';
 export const OUTSIDE_ID_ATTRIBUTE = 'data-qloop-outside-id';
 /** Attribute of a card with the state of its request: waiting or running. */
 export const OUTSIDE_STATE_ATTRIBUTE = 'data-qloop-outside-state';
-/** Attribute of a cell change's card with its operation: add or edit. */
+/** Attribute of a cell change's card with its operation: add, edit or run. */
 export const OUTSIDE_CELL_ATTRIBUTE = 'data-qloop-outside-cell';
 export { RISK_ATTRIBUTE };
 
-/** A cell change an outside agent proposes (add_cell, edit_cell); the page applies it. */
+/**
+ * A cell change an outside agent asks for (add_cell, edit_cell, run_cell);
+ * the page applies it, or runs the cell.
+ */
 export type OutsideCellChange =
   | {
       op: 'add';
@@ -32,7 +36,9 @@ export type OutsideCellChange =
       /** null: at the end of the notebook. */
       after_cell_id: string | null;
     }
-  | { op: 'edit'; cell_id: string };
+  | { op: 'edit'; cell_id: string }
+  /** Run the cell as it is when approved: the card shows its source. */
+  | { op: 'run'; cell_id: string };
 
 /**
  * A call of an outside agent that waits for the user, or runs once approved;
@@ -52,7 +58,10 @@ export interface IOutsideApproval {
   risk: string;
   reasons: string[];
   editable: boolean;
-  /** A cell change: `code` is the new cell's source, or the cell's proposed source. */
+  /**
+   * A cell change: `code` is the new cell's source, or the cell's proposed
+   * source ("" for a run: the notebook has the source).
+   */
   cell?: OutsideCellChange;
 }
 
@@ -62,7 +71,10 @@ export interface IOutsideDecision {
   reason: string;
   /** The edited code, with "edit" only. */
   code?: string;
-  /** What the page did with a cell change: `{"cell_id"}` or `{"error"}`. */
+  /**
+   * What the page did with a cell change: `{"cell_id"}` (with a run's
+   * `source`, `outputs` and `status`), or `{"error"}`.
+   */
   applied?: JSONObject;
 }
 
@@ -245,26 +257,34 @@ export class OutsideCard {
   /** The buttons' words: a cell change is accepted or rejected, a call approved or denied. */
   private _showWords(item: IOutsideApproval): void {
     const trans = this._trans;
-    const cell = item.cell !== undefined;
+    const run = item.cell?.op === 'run';
+    const cell = item.cell !== undefined && !run;
     this._approve.textContent = cell ? trans.__('Accept') : trans.__('Approve');
     this._deny.textContent = cell ? trans.__('Reject') : trans.__('Deny');
     this._runEdited.textContent = cell
       ? trans.__('Accept edited')
       : trans.__('Run edited');
-    this._always.title = cell
+    this._always.title = run
       ? trans.__(
-          "Accept, and apply this client's later %1 changes to this notebook without asking, until the Jupyter server stops",
+          "Approve, and run the cells this client's later %1 calls ask for in this notebook without asking, until the Jupyter server stops",
           item.tool
         )
-      : trans.__(
-          "Approve, and run this client's later %1 calls of this class or milder without asking, until the Jupyter server stops",
-          item.tool
-        );
+      : cell
+        ? trans.__(
+            "Accept, and apply this client's later %1 changes to this notebook without asking, until the Jupyter server stops",
+            item.tool
+          )
+        : trans.__(
+            "Approve, and run this client's later %1 calls of this class or milder without asking, until the Jupyter server stops",
+            item.tool
+          );
     this._code.setAttribute(
       'aria-label',
-      cell
-        ? trans.__('Source of the proposed cell')
-        : trans.__('Code the agent would run')
+      run
+        ? trans.__('Source of the cell to run, as it is now')
+        : cell
+          ? trans.__('Source of the proposed cell')
+          : trans.__('Code the agent would run')
     );
     this._editor.setAttribute(
       'aria-label',
@@ -274,12 +294,18 @@ export class OutsideCard {
 
   /**
    * The code, or for an edit of a cell in the notebook the line diff from its
-   * source; for a cell change, a line saying which cell or where it goes.
+   * source, or for a run the cell's source as it is now; for a cell change, a
+   * line saying which cell or where it goes.
    */
   private _showCode(item: IOutsideApproval): void {
     const cell = item.cell;
     this._where.hidden = cell === undefined;
     this._where.textContent = cell ? this._whereText(cell) : '';
+    const code =
+      cell?.op === 'run'
+        ? (this._cells?.source(cell.cell_id) ?? null)
+        : item.code;
+    this._noCode = code === null;
     const before =
       cell?.op === 'edit' ? (this._cells?.source(cell.cell_id) ?? null) : null;
     this._showsDiff = before !== null;
@@ -293,15 +319,24 @@ export class OutsideCard {
       this._diff = diff;
       this._diffShown = { before, after: item.code };
     }
-    if (this._codeShown !== item.code) {
-      this._code.replaceChildren(shownNodes(document, item.code, this._trans));
-      this._codeShown = item.code;
+    if (code !== null && this._codeShown !== code) {
+      this._code.replaceChildren(shownNodes(document, code, this._trans));
+      this._codeShown = code;
     }
     this._layout();
   }
 
   private _whereText(cell: OutsideCellChange): string {
     const trans = this._trans;
+    if (cell.op === 'run') {
+      const at = this._cells?.position(cell.cell_id) ?? null;
+      return at === null
+        ? trans.__(
+            'Run of a cell that is not in the notebook (id %1): approving runs nothing',
+            cell.cell_id
+          )
+        : trans.__('Run of cell %1', at);
+    }
     if (cell.op === 'edit') {
       const at = this._cells?.position(cell.cell_id) ?? null;
       return at === null
@@ -361,19 +396,22 @@ export class OutsideCard {
   /** Which of the code, the diff, the editor and the buttons are shown. */
   private _layout(): void {
     const editing = this._editing;
-    this._code.hidden = editing || this._showsDiff;
+    this._code.hidden = editing || this._showsDiff || this._noCode;
     this._diff.hidden = editing || !this._showsDiff;
     this._editor.hidden = !editing;
     this._runEdited.hidden = !editing;
     this._cancel.hidden = !editing;
     this._approve.hidden = editing;
     this._always.hidden = editing;
-    this._edit.hidden = editing || !this._item.editable;
+    this._edit.hidden =
+      editing || !this._item.editable || this._item.cell?.op === 'run';
   }
 
   private _item!: IOutsideApproval;
   private _editing = false;
   private _showsDiff = false;
+  /** A run of a cell the notebook does not have: no source to show. */
+  private _noCode = false;
   private _codeShown: string | null = null;
   private _diffShown: { before: string; after: string } | null = null;
   private readonly _waiting = element('div', 'qloop-outside-waiting');

@@ -19,7 +19,7 @@ import { JSONObject } from '@lumino/coreutils';
 import type { ISignal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
-import { OUTSIDE_KEY } from './outside';
+import { OUTSIDE_KEY } from './outsidecells';
 import { isJSONObject } from './record';
 import { shownNodes } from './visible';
 
@@ -45,6 +45,7 @@ function fields(trans: TranslationBundle): [string, string][] {
   ];
 }
 const CELL_TOOLS = ['add_cell', 'edit_cell'];
+const RUN_CELL = 'run_cell';
 
 /** What the view needs of a notebook's model. */
 export type OutsideCallsModel = Pick<
@@ -91,6 +92,12 @@ function entryCode(
 ): { code: string; label: string } | null {
   const cellTool = CELL_TOOLS.includes(entry['tool'] as string);
   const ran = entry['ran'];
+  if (entry['tool'] === RUN_CELL) {
+    // The server never knows the source asked for: only what ran.
+    return typeof ran === 'string'
+      ? { code: ran, label: trans.__('Ran cell') }
+      : null;
+  }
   if (typeof ran === 'string') {
     return {
       code: ran,
@@ -123,6 +130,19 @@ function cellLine(entry: JSONObject, trans: TranslationBundle): HTMLElement {
         ? trans.__('Added as %1', result)
         : trans.__('Applied to %1', result);
   return line;
+}
+
+/** The line of a run_cell call that ran nothing: which cell it asked for. */
+function notRunLine(entry: JSONObject, trans: TranslationBundle): HTMLElement {
+  const input = isJSONObject(entry['input']) ? entry['input'] : {};
+  const cellId = input['cell_id'];
+  return element(
+    'div',
+    'qloop-outside-entry-cell',
+    typeof cellId === 'string'
+      ? trans.__('Cell %1 did not run', cellId)
+      : trans.__('No cell ran')
+  );
 }
 
 /** The first part of a call's result, and how long the whole is. */
@@ -182,12 +202,14 @@ export function entryBlock(
     pre.appendChild(shownNodes(document, code.code, trans));
     block.append(element('div', 'qloop-outside-entry-label', code.label), pre);
   }
+  const ran = entry['ran'];
   if (CELL_TOOLS.includes(tool ?? '')) {
     block.append(cellLine(entry, trans));
+  } else if (tool === RUN_CELL && typeof ran !== 'string') {
+    block.append(notRunLine(entry, trans));
   } else {
     block.append(...resultPart(entry, trans));
   }
-  const ran = entry['ran'];
   if (tool === 'run_code' && typeof ran === 'string') {
     block.append(copyControls(ran, trans, copy));
   }

@@ -6,9 +6,10 @@
  * failed polls are retried with a growing wait, and the records go into the
  * notebook's metadata once each, acknowledged.
  */
-import { MainAreaWidget } from '@jupyterlab/apputils';
+import { ISessionContext, MainAreaWidget } from '@jupyterlab/apputils';
+import { isCodeCellModel } from '@jupyterlab/cells';
 import { NotebookModel } from '@jupyterlab/notebook';
-import { ServerConnection } from '@jupyterlab/services';
+import { KernelMessage, ServerConnection } from '@jupyterlab/services';
 import { nullTranslator } from '@jupyterlab/translation';
 import { JSONObject } from '@lumino/coreutils';
 import { Signal } from '@lumino/signaling';
@@ -34,6 +35,8 @@ import {
   PostOutcome,
   RISK_ATTRIBUTE
 } from '../src/outsidecard';
+import { CellExecutor, IOutsideCellWidget } from '../src/outsidecells';
+import { entryBlock } from '../src/outsideview';
 import {
   DIFF_ADD_CLASS,
   DIFF_CLASS,
@@ -168,11 +171,67 @@ class FakeContext implements IOutsideContext {
   }
 }
 
-/** A notebook view: a real main-area widget (toolbar, content header, content). */
-class FakeView extends MainAreaWidget<Widget> {
-  constructor(readonly context: FakeContext) {
-    super({ content: new Widget() });
+/** A notebook's content: a widget per cell of the real model, as a notebook has. */
+class FakeNotebook extends Widget {
+  constructor(private readonly _model: NotebookModel) {
+    super();
   }
+
+  get widgets(): IOutsideCellWidget[] {
+    return Array.from(this._model.cells, model => ({ model }));
+  }
+}
+
+/** A notebook view: a real main-area widget (toolbar, content header, content). */
+class FakeView extends MainAreaWidget<FakeNotebook> {
+  /** No session: the tests run cells with `FakeKernel`. */
+  readonly sessionContext = { session: null } as unknown as ISessionContext;
+
+  constructor(readonly context: FakeContext) {
+    super({ content: new FakeNotebook(context.model) });
+  }
+}
+
+/** What a run does to its cell (adds outputs), and the reply's status. */
+type RunScript = (
+  cell: IOutsideCellWidget
+) => KernelMessage.IExecuteReplyMsg['content']['status'];
+
+/**
+ * The kernel as the page's run of a cell sees it: each run is recorded with
+ * the cell's source as it ran; it can be held until the test lets it end.
+ */
+class FakeKernel {
+  readonly ran: [string, string][] = [];
+  script: RunScript = () => 'ok';
+  /** While set, a run waits for it. */
+  hold: Promise<void> | null = null;
+
+  readonly execute: CellExecutor = async cell => {
+    this.ran.push([cell.model.id, cell.model.sharedModel.getSource()]);
+    if (this.hold) {
+      await this.hold;
+    }
+    const status = this.script(cell);
+    const content =
+      status === 'ok'
+        ? { status, execution_count: 1, user_expressions: {} }
+        : status === 'error'
+          ? {
+              status,
+              execution_count: 1,
+              ename: 'ZeroDivisionError',
+              evalue: 'division by zero',
+              traceback: []
+            }
+          : { status };
+    return KernelMessage.createMessage({
+      msgType: 'execute_reply',
+      channel: 'shell',
+      session: 'fake',
+      content: content as KernelMessage.IExecuteReplyMsg['content']
+    });
+  };
 }
 
 function makeSettings(server: FakeServer): ServerConnection.ISettings {
@@ -239,6 +298,7 @@ function buttons(root: HTMLElement): HTMLButtonElement[] {
 describe('showOutsideRequests', () => {
   const yjsWarnings = ['Invalid access: Add Yjs type', '[yjs#509]'];
   let server: FakeServer;
+  let kernel: FakeKernel;
   let context: FakeContext;
   let panel: FakeView;
   let warn: jest.SpyInstance;
@@ -256,11 +316,17 @@ describe('showOutsideRequests', () => {
       });
     debug = jest.spyOn(console, 'debug').mockImplementation(() => undefined);
     server = new FakeServer();
+    kernel = new FakeKernel();
     context = new FakeContext('work/analysis.ipynb');
     panel = new FakeView(context);
     Widget.attach(panel, document.body);
     const requests = new OutsideRequests(makeSettings(server));
-    showOutsideRequests(panel, requests, nullTranslator.load('qloop'));
+    showOutsideRequests(
+      panel,
+      requests,
+      nullTranslator.load('qloop'),
+      kernel.execute
+    );
     await settle();
   });
 
@@ -953,6 +1019,320 @@ describe('showOutsideRequests', () => {
         }
       ]);
     });
+
+    describe('run_cell', () => {
+      function runItem(
+        cellId: string,
+        fields: Partial<IOutsideApproval> = {}
+      ): IOutsideApproval {
+        return approval({
+          id: 'r1',
+          client: 'cursor',
+          tool: 'run_cell',
+          title: 'cursor wants to run a cell of this notebook — approve?',
+          code: '',
+          risk: 'unknown',
+          reasons: [`line 1: runs cell ${cellId} as it is when approved`],
+          editable: false,
+          cell: { op: 'run', cell_id: cellId },
+          ...fields
+        });
+      }
+
+      /** The outputs of the cell at `index`, as the notebook saves them. */
+      function outputsOf(index: number): unknown {
+        return context.model.toJSON().cells[index]['outputs'];
+      }
+
+      beforeEach(() => {
+        kernel.script = cell => {
+          if (isCodeCellModel(cell.model)) {
+            cell.model.outputs.add({
+              output_type: 'stream',
+              name: 'stdout',
+              text: 'plotted\n'
+            });
+            cell.model.outputs.add({
+              output_type: 'execute_result',
+              execution_count: 1,
+              data: { 'text/plain': '<Axes>', 'image/png': 'iVBOR' },
+              metadata: {}
+            });
+          }
+          return 'ok';
+        };
+      });
+
+      it("shows the cell's current source with marks, following edits", async () => {
+        server.answer(1, [runItem(second)]);
+        await settle();
+        const node = card(panel, 'r1');
+        expect(node.getAttribute(OUTSIDE_CELL_ATTRIBUTE)).toBe('run');
+        const where = () =>
+          node.querySelector('.qloop-outside-where')!.textContent;
+        const code = node.querySelector<HTMLElement>('pre.qloop-outside-code')!;
+        expect(where()).toBe('Run of cell 2');
+        expect(code.hidden).toBe(false);
+        expect(code.textContent).toBe('df = load()\nplot(df)');
+        expect(shownButtons(node)).toEqual(['Approve', 'Deny', 'Always allow']);
+        expect(
+          node.querySelector<HTMLInputElement>('.qloop-outside-reason')!.hidden
+        ).toBe(false);
+        // The user edits the cell, then moves it first: the card follows.
+        context.model.sharedModel.cells[1].setSource('plot(df\u200B)');
+        expect(code.textContent).toBe(`plot(df${charMark('\u200B')})`);
+        expect(code.querySelector(`.${MARK_CLASS}`)).not.toBeNull();
+        context.model.sharedModel.moveCell(1, 0);
+        expect(where()).toBe('Run of cell 1');
+        expect(kernel.ran).toEqual([]);
+        expect(server.posts).toEqual([]);
+      });
+
+      it('says when the cell is not in the notebook, and shows no source', async () => {
+        server.answer(1, [runItem('gone')]);
+        await settle();
+        const node = card(panel, 'r1');
+        expect(node.querySelector('.qloop-outside-where')!.textContent).toBe(
+          'Run of a cell that is not in the notebook (id gone): approving runs nothing'
+        );
+        expect(
+          node.querySelector<HTMLElement>('pre.qloop-outside-code')!.hidden
+        ).toBe(true);
+      });
+
+      it.each([
+        ['.qloop-outside-approve', 'approve'],
+        ['.qloop-outside-always', 'always']
+      ])(
+        '%s claims, runs the cell as it is then, then decides with what ran',
+        async (selector, decision) => {
+          const seen: [string, number][] = [];
+          server.onPost = post => seen.push([post.route, kernel.ran.length]);
+          server.answer(1, [runItem(second)]);
+          await settle();
+          context.model.sharedModel.cells[1].setSource('plot(df, kind="bar")');
+          const node = card(panel, 'r1');
+          node.querySelector<HTMLInputElement>('.qloop-outside-reason')!.value =
+            'go';
+          click(node, selector);
+          await settle();
+          expect(seen).toEqual([
+            ['qloop/outside/claim', 0],
+            ['qloop/outside/decide', 1]
+          ]);
+          expect(kernel.ran).toEqual([[second, 'plot(df, kind="bar")']]);
+          expect(server.posts[1]).toEqual({
+            route: 'qloop/outside/decide',
+            body: {
+              id: 'r1',
+              decision,
+              reason: 'go',
+              applied: {
+                cell_id: second,
+                source: 'plot(df, kind="bar")',
+                outputs: 'plotted\n<Axes>',
+                status: 'ok'
+              }
+            }
+          });
+          // The outputs landed in the cell itself.
+          expect(outputsOf(1)).toEqual([
+            expect.objectContaining({ output_type: 'stream' }),
+            expect.objectContaining({ output_type: 'execute_result' })
+          ]);
+        }
+      );
+
+      it('reports an error run with its status and its traceback, escapes removed', async () => {
+        kernel.script = cell => {
+          if (isCodeCellModel(cell.model)) {
+            cell.model.outputs.add({
+              output_type: 'error',
+              ename: 'ZeroDivisionError',
+              evalue: 'division by zero',
+              traceback: [
+                '\u001b[0;31mZeroDivisionError\u001b[0m Traceback',
+                '\u001b[0;32m----> 1\u001b[0m 1/0'
+              ]
+            });
+          }
+          return 'error';
+        };
+        server.answer(1, [runItem(first, { state: 'apply' })]);
+        await settle();
+        expect(server.posts[1].body['applied']).toEqual({
+          cell_id: first,
+          source: 'import pandas as pd',
+          outputs:
+            'ZeroDivisionError: division by zero\nZeroDivisionError Traceback\n----> 1 1/0',
+          status: 'error'
+        });
+      });
+
+      it('runs nothing when another page claimed it (409)', async () => {
+        server.postAnswers.set('qloop/outside/claim', [
+          409,
+          {
+            ok: false,
+            message: 'another page applies this change, or it is gone'
+          }
+        ]);
+        server.answer(1, [runItem(second)]);
+        await settle();
+        click(card(panel, 'r1'), '.qloop-outside-approve');
+        await settle();
+        expect(kernel.ran).toEqual([]);
+        expect(server.posts).toEqual([
+          { route: 'qloop/outside/claim', body: { id: 'r1' } }
+        ]);
+        expect(cards(panel)).toHaveLength(0);
+      });
+
+      it('runs an allowed cell at once, once; shows it running with Stop meanwhile', async () => {
+        let release = () => undefined as void;
+        kernel.hold = new Promise<void>(resolve => (release = resolve));
+        const item = runItem(second, { state: 'apply' });
+        server.answer(1, [item]);
+        await settle();
+        expect(cards(panel)).toHaveLength(0);
+        expect(kernel.ran).toEqual([[second, 'df = load()\nplot(df)']]);
+        // The answers that follow: the same item, then the server's "running".
+        server.answer(2, [item]);
+        await settle();
+        server.answer(3, [{ ...item, state: 'running' }]);
+        await settle();
+        const node = card(panel, 'r1');
+        expect(
+          node.querySelector<HTMLElement>('.qloop-outside-waiting')!.hidden
+        ).toBe(true);
+        expect(
+          node.querySelector('.qloop-outside-running-line')!.textContent
+        ).toBe('cursor · run_cell · running…');
+        click(node, '.qloop-outside-stop');
+        await settle();
+        expect(server.posts).toEqual([
+          { route: 'qloop/outside/claim', body: { id: 'r1' } },
+          { route: 'qloop/outside/stop', body: { id: 'r1' } }
+        ]);
+        kernel.script = () => 'abort';
+        release();
+        await settle();
+        server.answer(4, [{ ...item, state: 'running' }]);
+        await settle();
+        expect(kernel.ran).toHaveLength(1);
+        expect(server.posts.map(post => post.route)).toEqual([
+          'qloop/outside/claim',
+          'qloop/outside/stop',
+          'qloop/outside/decide'
+        ]);
+        expect(server.posts[2].body['applied']).toEqual({
+          cell_id: second,
+          source: 'df = load()\nplot(df)',
+          outputs: '',
+          status: 'aborted'
+        });
+        server.answer(5, []);
+        await settle();
+        expect(cards(panel)).toHaveLength(0);
+      });
+
+      it('sends the decision again after it failed, without running again', async () => {
+        server.postAnswers.set('qloop/outside/decide', [
+          500,
+          { message: 'down' }
+        ]);
+        const item = runItem(first);
+        server.answer(1, [item]);
+        await settle();
+        click(card(panel, 'r1'), '.qloop-outside-approve');
+        await settle();
+        expect(
+          card(panel, 'r1').querySelector('.qloop-outside-error')!.textContent
+        ).toBe('Not sent: down');
+        server.postAnswers.delete('qloop/outside/decide');
+        server.answer(2, [{ ...item, state: 'running' }]);
+        await settle();
+        expect(kernel.ran).toHaveLength(1);
+        expect(server.posts.map(post => post.route)).toEqual([
+          'qloop/outside/claim',
+          'qloop/outside/decide',
+          'qloop/outside/decide'
+        ]);
+        expect(server.posts[2].body).toEqual(server.posts[1].body);
+        server.answer(3, [{ ...item, state: 'running' }]);
+        await settle();
+        expect(server.posts).toHaveLength(3);
+      });
+
+      it.each([
+        [
+          'a markdown cell',
+          'notes',
+          'cell notes is a markdown cell: nothing to run'
+        ],
+        ['a missing cell', 'gone', 'no cell with id gone in the notebook']
+      ])(
+        'posts applied.error for %s and runs nothing',
+        async (_, id, error) => {
+          context.model.sharedModel.insertCell(2, {
+            id: 'notes',
+            cell_type: 'markdown',
+            source: '# Notes',
+            metadata: {}
+          });
+          const before = notebookJSON();
+          server.answer(1, [runItem(id)]);
+          await settle();
+          click(card(panel, 'r1'), '.qloop-outside-approve');
+          await settle();
+          expect(kernel.ran).toEqual([]);
+          expect(notebookJSON()).toBe(before);
+          expect(server.posts).toEqual([
+            { route: 'qloop/outside/claim', body: { id: 'r1' } },
+            {
+              route: 'qloop/outside/decide',
+              body: {
+                id: 'r1',
+                decision: 'approve',
+                reason: '',
+                applied: { error }
+              }
+            }
+          ]);
+        }
+      );
+
+      it("runs with JupyterLab's own execution by default: no kernel, an error", async () => {
+        panel.dispose(); // its poll ends: a view with the default executor
+        panel = new FakeView(context);
+        Widget.attach(panel, document.body);
+        const requests = new OutsideRequests(makeSettings(server));
+        showOutsideRequests(panel, requests, nullTranslator.load('qloop'));
+        await settle();
+        server.answer(1, [runItem(second, { state: 'apply' })]);
+        await settle();
+        expect(server.posts[1].body['applied']).toEqual({
+          error: 'the notebook has no kernel'
+        });
+      });
+
+      it('Deny posts deny with the reason, claims nothing and runs nothing', async () => {
+        server.answer(1, [runItem(second)]);
+        await settle();
+        const node = card(panel, 'r1');
+        node.querySelector<HTMLInputElement>('.qloop-outside-reason')!.value =
+          'not now';
+        click(node, '.qloop-outside-deny');
+        await settle();
+        expect(kernel.ran).toEqual([]);
+        expect(server.posts).toEqual([
+          {
+            route: 'qloop/outside/decide',
+            body: { id: 'r1', decision: 'deny', reason: 'not now' }
+          }
+        ]);
+      });
+    });
   });
 });
 
@@ -1072,7 +1452,12 @@ describe('parsePending', () => {
           ...approval({ id: 'c3' }),
           cell: { op: 'add', cell_type: 'markdown' }
         },
+        {
+          ...approval({ id: 'c4', state: 'apply' }),
+          cell: { op: 'run', cell_id: 'x' }
+        },
         { ...approval({ id: 'no-cell', state: 'apply' }) },
+        { ...approval({ id: 'run-no-id' }), cell: { op: 'run' } },
         { ...approval({ id: 'move' }), cell: { op: 'move', cell_id: 'x' } },
         { ...approval({ id: 'raw' }), cell: { ...add, cell_type: 'raw' } },
         { ...approval({ id: 'no-id' }), cell: { op: 'edit' } },
@@ -1092,9 +1477,14 @@ describe('parsePending', () => {
       approval({
         id: 'c3',
         cell: { op: 'add', cell_type: 'markdown', after_cell_id: null }
+      }),
+      approval({
+        id: 'c4',
+        state: 'apply',
+        cell: { op: 'run', cell_id: 'x' }
       })
     ]);
-    expect(warn).toHaveBeenCalledTimes(5);
+    expect(warn).toHaveBeenCalledTimes(6);
     warn.mockRestore();
   });
 
@@ -1213,5 +1603,51 @@ describe('OutsideBoard', () => {
     );
     expect(sent).toEqual([['c', 'approve']]);
     widget.dispose();
+  });
+});
+
+describe('entryBlock of a run_cell call', () => {
+  const trans = nullTranslator.load('qloop');
+  const copy = () => 1;
+  const entry = (fields: JSONObject): JSONObject => ({
+    id: 'e1',
+    client: 'cursor',
+    tool: 'run_cell',
+    input: { source: '', op: 'run', cell_id: 'cell-2' },
+    decision: 'approved by the user',
+    risk: 'unknown',
+    ...fields
+  });
+
+  it('shows what ran under "Ran cell", and its result', () => {
+    const block = entryBlock(
+      entry({ ran: 'plot(df\u200B)', result: 'cell cell-2\n<Axes>' }),
+      trans,
+      copy
+    );
+    const labels = Array.from(
+      block.querySelectorAll('.qloop-outside-entry-label'),
+      node => node.textContent
+    );
+    expect(labels).toContain('Ran cell');
+    expect(labels).toContain('Result');
+    const code = block.querySelector('pre.qloop-outside-entry-code')!;
+    expect(code.textContent).toBe(`plot(df${charMark('\u200B')})`);
+    expect(
+      block.querySelector('pre.qloop-outside-entry-result')!.textContent
+    ).toBe('cell cell-2\n<Axes>');
+    expect(block.querySelector('.qloop-outside-entry-copy')).toBeNull();
+  });
+
+  it('says which cell did not run when nothing ran', () => {
+    const block = entryBlock(
+      entry({ decision: 'denied by the user', ran: null, result: '' }),
+      trans,
+      copy
+    );
+    expect(block.querySelector('pre.qloop-outside-entry-code')).toBeNull();
+    expect(block.querySelector('.qloop-outside-entry-cell')!.textContent).toBe(
+      'Cell cell-2 did not run'
+    );
   });
 });
