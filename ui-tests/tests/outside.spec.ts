@@ -143,7 +143,7 @@ async function sourcesOf(page: Page): Promise<string[]> {
   });
 }
 
-test('add_cell and edit_cell are proposals the user accepts or rejects in the page', async ({
+test('add_cell, edit_cell and run_cell are decided on cards and carried out by the page', async ({
   page,
   openNotebook
 }) => {
@@ -197,6 +197,38 @@ test('add_cell and edit_cell are proposals the user accepts or rejects in the pa
     edited.process.kill();
   }
   expect((await sourcesOf(page))[0]).toBe(before[0]); // rejected: unchanged
+  // run_cell: the card shows the cell's source; the page runs it, and its
+  // outputs land in the cell and reach the client.
+  await page.evaluate(() => {
+    const model = (window as any).jupyterapp.shell.currentWidget.context.model;
+    model.sharedModel.cells[1].setSource('print("ran by", "the page")');
+  });
+  const secondId = await page.evaluate(
+    () =>
+      (window as any).jupyterapp.shell.currentWidget.context.model.sharedModel
+        .cells[1].id
+  );
+  const ran = outsideCall('run_cell', { path: serverPath, cell_id: secondId });
+  try {
+    const card = page.locator('.qloop-outside[data-qloop-outside-cell="run"]');
+    await expect(card).toBeVisible({ timeout: 60000 });
+    await expect(card.locator('.qloop-outside-where')).toHaveText(
+      'Run of cell 2'
+    );
+    await expect(card.locator('pre.qloop-outside-code')).toHaveText(
+      'print("ran by", "the page")'
+    );
+    await card.locator('.qloop-outside-approve').click();
+    const outcome = await ran.done;
+    expect(outcome.is_error).toBe(false);
+    expect(outcome.text).toContain('ran cell');
+    expect(outcome.text).toContain('ran by the page');
+  } finally {
+    ran.process.kill();
+  }
+  await expect(
+    page.locator('.jp-Notebook .jp-Cell').nth(1).locator('.jp-OutputArea')
+  ).toContainText('ran by the page');
 });
 
 test7(
