@@ -18,6 +18,7 @@ from mcp import types
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from qloop_kernel.records import load_record
 from qloop_kernel.server import record
 from qloop_kernel.server.handlers import is_loopback
 from tests.jupyter_server import JupyterServer, Page, jupyter_server
@@ -262,6 +263,49 @@ def test_an_edit_runs_what_the_user_wrote_and_says_so(server: JupyterServer) -> 
     assert "edited by the user" in said and edited in said and "limit 10" in said
     assert page.saved[0]["input"] == {"code": "limit = 10_000_000"}
     assert page.saved[0]["ran"] == edited
+
+
+def test_the_saved_calls_become_an_agent_cell_that_replays_what_ran(server: JupyterServer) -> None:
+    path = notebook(server)
+    edited = "rows = 12"
+
+    def answer(card: dict[str, Any]) -> dict[str, Any]:
+        if "rows" in card["code"]:
+            return {"decision": "edit", "code": edited, "reason": ""}
+        return {"decision": "approve", "reason": ""}
+
+    async def scenario() -> Page:
+        async with session(server, name="Claude Code") as client:
+            page = Page(server, path, answer)
+            async with page.open():
+                await call(client, "run_code", path=path, code="cols = 3")
+                await call(client, "run_code", path=path, code="rows = 10_000")
+                await asyncio.sleep(0.5)
+            return page
+
+    page = run(scenario())
+    url = server.url + "qloop/outside/agent_cell"
+    made = httpx.post(
+        url, headers=server.headers, json={"id": "cell-9", "entries": page.saved}, timeout=30
+    )
+    assert made.status_code == 200, made.text
+    body = made.json()
+    saved = load_record(body["record"])
+    assert body["own"] and saved.is_own() and body["steps"] == 2 and body["skipped"] == 0
+    assert body["source"] == "%%agent\n" + saved.prompt and "Claude Code" in saved.prompt
+    assert [s.input["code"] for s in saved.replay_steps()] == ["cols = 3", edited]
+    assert saved.cell_id == "cell-9"
+
+    forged = [{**page.saved[0], "ran": "cols = 3; import os"}, page.saved[1]]
+    received = httpx.post(url, headers=server.headers, json={"id": "c", "entries": forged})
+    assert received.status_code == 200 and not received.json()["own"]
+    assert not load_record(received.json()["record"]).is_own()
+
+    for bad in ({"id": "c", "entries": []}, {"id": "c"}, {"entries": page.saved}):
+        assert httpx.post(url, headers=server.headers, json=bad).status_code == 400
+    junk = httpx.post(url, headers=server.headers, json={"id": "c", "entries": ["x", 1]})
+    assert junk.status_code == 409 and "readable" in junk.json()["message"]
+    assert httpx.post(url, json={"id": "c", "entries": page.saved}).status_code == 403
 
 
 def test_always_allow_covers_this_clients_later_calls_of_that_class_or_milder(

@@ -11,6 +11,7 @@ from jupyter_server.utils import url_path_join
 from .broker import OutsideBroker
 from .config import QloopMCP
 from .handlers import (
+    AgentCellHandler,
     ClaimHandler,
     DecideHandler,
     MCPHandler,
@@ -33,6 +34,7 @@ def load(serverapp: Any) -> None:
         (url_path_join(base, "qloop/outside/stop"), StopHandler, {"broker": broker}),
         (url_path_join(base, "qloop/outside/claim"), ClaimHandler, {"broker": broker}),
         (url_path_join(base, "qloop/outside/saved"), SavedHandler, {"broker": broker}),
+        (url_path_join(base, "qloop/outside/agent_cell"), AgentCellHandler, {"broker": broker}),
     ]
     state: dict[str, Any] = {"broker": broker, "config": config, "task": None}
     if config.enabled:

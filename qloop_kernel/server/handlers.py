@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+from dataclasses import asdict
 from typing import Any
 
 from jupyter_server.auth.decorator import authorized
@@ -19,10 +20,12 @@ from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from tornado import web
 from tornado.iostream import StreamClosedError
 
+from .agent_cell import agent_cell
 from .broker import DECISIONS, Decision, OutsideBroker
 from .config import QloopMCP
 
 AUTH_RESOURCE = "kernels"  # outside agents run code in kernels: the same permission
+MAX_AGENT_CELL_ENTRIES = 2_000
 
 
 def is_loopback(address: str) -> bool:
@@ -231,3 +234,23 @@ class SavedHandler(OutsideHandler):
     def post(self) -> None:
         ok = self.broker.saved(self.body()["id"])
         self.answer(ok, "" if ok else "no such record waits")
+
+
+class AgentCellHandler(OutsideHandler):
+    """``POST qloop/outside/agent_cell``: the ``%%agent`` cell that replays the saved outside calls
+    the page sends (``entries``, in order) as the cell ``id``; its source and record."""
+
+    @web.authenticated
+    @authorized
+    def post(self) -> None:
+        found = self.body()
+        entries = found.get("entries")
+        if not isinstance(entries, list) or not entries:
+            raise web.HTTPError(400, '"entries" is the non-empty list of saved calls')
+        if len(entries) > MAX_AGENT_CELL_ENTRIES:
+            raise web.HTTPError(400, f"at most {MAX_AGENT_CELL_ENTRIES:,} entries make one cell")
+        made = agent_cell(entries, found["id"])
+        if made.skipped == len(entries):
+            self.answer(False, "none of these entries is a readable saved call")
+            return
+        self.finish(json.dumps({"ok": True, **asdict(made)}))

@@ -36,6 +36,7 @@ def entry(
     risk: str | None = None,
     result: str = "",
     is_error: bool = False,
+    ran_redacted: bool = False,
 ) -> dict[str, Any]:
     """A signed entry for the call."""
     made: dict[str, Any] = {
@@ -52,6 +53,8 @@ def entry(
         "result_chars": len(result),
         "is_error": is_error,
     }
+    if ran_redacted:  # a secret was cut from the code: what is saved is not what ran
+        made["ran_redacted"] = True
     made["signature"] = sign(_body(made))
     return made
 

@@ -249,6 +249,7 @@ class OutsideTools:
             risk=step.assessment.risk,
             result=redact_text(ran.text()) if ran is not None else _applied_text(applied),
             is_error=ran_text is None or (ran is not None and ran.status != "ok"),
+            ran_redacted=ran_text is not None and ran_text != verdict.code,
         )
         self.broker.add_record(step.path, entry)
 
