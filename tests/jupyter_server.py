@@ -47,7 +47,9 @@ class JupyterServer:
     def mcp_url(self) -> str:
         return self.url + "qloop/mcp"
 
-    def open_notebook(self, name: str, sources: tuple[str, ...] = ()) -> str:
+    def open_notebook(
+        self, name: str, sources: tuple[str, ...] = (), kernel: str = "python3"
+    ) -> str:
         """Write a notebook under the root and start its kernel, as opening it in a page does."""
         notebook = nbformat.v4.new_notebook()
         notebook.cells = [nbformat.v4.new_code_cell(s) for s in sources]
@@ -55,7 +57,7 @@ class JupyterServer:
         reply = httpx.post(
             self.url + "api/sessions",
             headers=self.headers,
-            json={"path": name, "type": "notebook", "name": name, "kernel": {"name": "python3"}},
+            json={"path": name, "type": "notebook", "name": name, "kernel": {"name": kernel}},
             timeout=60,
         )
         reply.raise_for_status()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -406,6 +407,27 @@ def test_the_users_policy_decides_without_a_page(tmp_path: Path) -> None:
     assert not read.is_error and "6" in text(read) and "policy 'readonly'" in text(read)
     assert write.is_error and "denied by the approval policy 'readonly'" in text(write)
     assert cell.is_error and "denied by the approval policy 'readonly'" in text(cell)
+
+
+def test_the_first_call_waits_for_a_kernel_that_is_still_starting(tmp_path: Path) -> None:
+    """A notebook just opened: its kernel starts slower than a read waits for a busy kernel."""
+    spec = tmp_path / "kernels" / "kernels" / "slow"
+    spec.mkdir(parents=True)
+    launch = f"sleep 18; exec {sys.executable} -m ipykernel_launcher -f {{connection_file}}"
+    (spec / "kernel.json").write_text(
+        json.dumps({"argv": ["bash", "-c", launch], "display_name": "slow", "language": "python"})
+    )
+    env = {"JUPYTER_PATH": str(tmp_path / "kernels")}
+    with jupyter_server(tmp_path / "root", env=env) as server:
+        path = server.open_notebook("slow.ipynb", kernel="slow")
+
+        async def scenario() -> types.CallToolResult:
+            async with session(server) as client:
+                return await call(client, "list_variables", path=path)
+
+        listed = run(scenario())
+    assert not listed.is_error, text(listed)
+    assert "No user variables" in text(listed)
 
 
 # --- cells ----------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from ..errors import QloopError
 from .broker import notebook_key
 
 READ_TIMEOUT_S = 15.0  # a read tool waits this long for a kernel busy with a cell
+START_TIMEOUT_S = 60.0  # the first call to a kernel waits this long for it to start
 GONE_CHECK_S = 1.0  # how often a running call checks that its kernel is still the same process
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 PROBE = "__import__('qloop_kernel.server.probe', fromlist=['probe'])"
@@ -55,6 +56,21 @@ class Kernels:
 
     def __init__(self, serverapp: Any) -> None:
         self.serverapp = serverapp
+        self._answered: set[str] = set()  # kernels that answered once: started
+
+    async def _started(self, kernel_id: str, client: Any) -> None:
+        """Wait for a kernel this server has not heard from yet to answer (it may still start:
+        a notebook just opened); OutsideError when it does not."""
+        if kernel_id in self._answered:
+            return
+        try:
+            await client.wait_for_ready(timeout=START_TIMEOUT_S)
+        except RuntimeError as exc:  # jupyter_client's "did not respond" or "died"
+            raise OutsideError(
+                f"the kernel did not answer in {START_TIMEOUT_S:.0f} s (it may still be starting, "
+                "or running a cell); try again when it is idle"
+            ) from exc
+        self._answered.add(kernel_id)
 
     async def sessions(self) -> list[dict[str, Any]]:
         found = await self.serverapp.session_manager.list_sessions()
@@ -83,6 +99,7 @@ class Kernels:
         """The JSON value ``expression`` (a call into ``probe``) returns in the kernel."""
         client = self._client(kernel_id)
         try:
+            await self._started(kernel_id, client)
             reply = await client.execute_interactive(
                 "",
                 silent=True,
