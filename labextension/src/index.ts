@@ -123,7 +123,9 @@ const outsideAgents: JupyterFrontEndPlugin<void> = {
     const trans = (translator ?? nullTranslator).load(TRANSLATION_DOMAIN);
     const requests = new OutsideRequests(app.serviceManager.serverSettings);
     eachPanel(tracker, panel => showOutsideRequests(panel, requests, trans));
-    addOutsideCallsCommand(app, tracker, trans, palette);
+    addOutsideCallsCommand(app, tracker, trans, palette, (id, entries) =>
+      requests.agentCell(id, entries)
+    );
   }
 };
 

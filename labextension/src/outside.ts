@@ -15,7 +15,7 @@ import { URLExt } from '@jupyterlab/coreutils';
 import { INotebookModel, NotebookPanel } from '@jupyterlab/notebook';
 import { ServerConnection } from '@jupyterlab/services';
 import { TranslationBundle } from '@jupyterlab/translation';
-import { JSONExt, JSONObject } from '@lumino/coreutils';
+import { JSONExt, JSONObject, JSONValue } from '@lumino/coreutils';
 import type { ISignal } from '@lumino/signaling';
 
 import {
@@ -35,6 +35,7 @@ import {
   notebookCells,
   runCell
 } from './outsidecells';
+import { AgentCellAnswer, parseAgentCell } from './outsideview';
 import { isJSONObject } from './record';
 
 export { OUTSIDE_KEY };
@@ -44,6 +45,7 @@ export const DECIDE_ROUTE = 'qloop/outside/decide';
 export const STOP_ROUTE = 'qloop/outside/stop';
 export const SAVED_ROUTE = 'qloop/outside/saved';
 export const CLAIM_ROUTE = 'qloop/outside/claim';
+export const AGENT_CELL_ROUTE = 'qloop/outside/agent_cell';
 
 /** Milliseconds before the first retry after a failed poll, and the most. */
 export const FIRST_RETRY_MS = 2000;
@@ -233,6 +235,34 @@ export class OutsideRequests {
   /** Say that a record is in the notebook's metadata. */
   saved(id: string): Promise<PostOutcome> {
     return this._post(SAVED_ROUTE, { id });
+  }
+
+  /** The agent cell `id` that replays the saved `entries`, made by the server. */
+  async agentCell(id: string, entries: JSONValue[]): Promise<AgentCellAnswer> {
+    const url = URLExt.join(this.settings.baseUrl, AGENT_CELL_ROUTE);
+    try {
+      const response = await ServerConnection.makeRequest(
+        url,
+        {
+          method: 'POST',
+          body: JSON.stringify({ id, entries }),
+          headers: { 'Content-Type': 'application/json' }
+        },
+        this.settings
+      );
+      if (response.status !== 200) {
+        return { outcome: 'failed', message: await failure(response) };
+      }
+      const cell = parseAgentCell(await response.json());
+      return cell
+        ? { outcome: 'ok', cell }
+        : {
+            outcome: 'failed',
+            message: 'the server did not answer an agent cell'
+          };
+    } catch (error) {
+      return { outcome: 'failed', message: String(error) };
+    }
   }
 
   private async _post(route: string, body: JSONObject): Promise<PostOutcome> {

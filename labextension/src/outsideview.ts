@@ -3,7 +3,10 @@
  * them in its `qloop_outside` metadata: a read-only view, one block per
  * entry, oldest first, that follows the metadata as it changes. Every text
  * is set as text, and code is shown with its invisible characters marked.
- * The code of an approved run_code call can be copied into a new code cell.
+ * The code of an approved run_code call can be copied into a new code cell,
+ * and the whole list can become an `%%agent` cell whose run replays the code
+ * that ran, behind the same approval as a saved agent turn (the server builds
+ * and signs its record, the kernel's replay decides).
  * Signatures are not checked here: `qloop show`, on the kernel side, does.
  */
 import { JupyterFrontEnd } from '@jupyterlab/application';
@@ -15,7 +18,7 @@ import {
 import { PathExt } from '@jupyterlab/coreutils';
 import { INotebookModel } from '@jupyterlab/notebook';
 import { TranslationBundle } from '@jupyterlab/translation';
-import { JSONObject } from '@lumino/coreutils';
+import { JSONObject, JSONValue, UUID } from '@lumino/coreutils';
 import type { ISignal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
@@ -240,12 +243,58 @@ function copyControls(
   return controls;
 }
 
+/** The agent cell the server made of the saved calls. */
+export interface IOutsideAgentCell {
+  source: string;
+  record: JSONObject;
+  /** Code steps its run replays. */
+  steps: number;
+  /** Whether every entry verified with this user's key (else: received). */
+  own: boolean;
+  /** Entries that are not readable calls, left out. */
+  skipped: number;
+}
+
+export type AgentCellAnswer =
+  | { outcome: 'ok'; cell: IOutsideAgentCell }
+  | { outcome: 'failed'; message: string };
+
+/** Makes the agent cell `id` of the entries (the server's agent_cell route). */
+export type MakeAgentCell = (
+  id: string,
+  entries: JSONValue[]
+) => Promise<AgentCellAnswer>;
+
+/** The server's answer as an agent cell, or null when it is not one. */
+export function parseAgentCell(data: unknown): IOutsideAgentCell | null {
+  if (
+    !isJSONObject(data) ||
+    typeof data['source'] !== 'string' ||
+    !data['source'].startsWith('%%agent') ||
+    !isJSONObject(data['record']) ||
+    typeof data['steps'] !== 'number' ||
+    typeof data['own'] !== 'boolean' ||
+    typeof data['skipped'] !== 'number'
+  ) {
+    return null;
+  }
+  return {
+    source: data['source'],
+    record: data['record'],
+    steps: data['steps'],
+    own: data['own'],
+    skipped: data['skipped']
+  };
+}
+
 /** What the view needs. */
 export interface IOutsideCallsOptions {
   model: OutsideCallsModel;
   trans: TranslationBundle;
   /** A call's code was copied into the new cell at `index` (0-based). */
   copied?: (index: number) => void;
+  /** Offers "Replay as an agent cell" where given. */
+  makeAgentCell?: MakeAgentCell;
 }
 
 /** The saved outside calls of one notebook; it follows the metadata. */
@@ -264,7 +313,11 @@ export class OutsideCallsView extends Widget {
       .split(command);
     // The command as code, where the translation puts it.
     note.append(before, element('code', '', command), after.join(command));
-    this.node.append(note, this._entries);
+    this.node.append(note);
+    if (_options.makeAgentCell) {
+      this.node.append(this._replayControls());
+    }
+    this.node.append(this._entries);
     _options.model.metadataChanged.connect(this._changed, this);
     this.render();
   }
@@ -287,6 +340,7 @@ export class OutsideCallsView extends Widget {
         : isJSONObject(saved) && Array.isArray(saved['entries'])
           ? saved['entries']
           : null;
+    this._replay.disabled = entries === null || entries.length === 0;
     if (entries === null || entries.length === 0) {
       this._entries.replaceChildren(
         element(
@@ -321,6 +375,76 @@ export class OutsideCallsView extends Widget {
     return index + 1;
   }
 
+  private _replayControls(): HTMLElement {
+    const { trans } = this._options;
+    const controls = element('div', 'qloop-outside-view-controls');
+    this._replay.type = 'button';
+    this._replay.textContent = trans.__('Replay as an agent cell');
+    this._replay.title = trans.__(
+      'Add a %1 cell at the end of the notebook whose run replays the code these calls ran, in order, without the outside agent, after the same approval as a saved agent turn',
+      '%%agent'
+    );
+    this._replayStatus.setAttribute('role', 'status');
+    this._replay.addEventListener('click', () => void this._makeAgentCell());
+    controls.append(this._replay, this._replayStatus);
+    return controls;
+  }
+
+  /** Ask the server for the agent cell of the saved entries and add it at the end. */
+  private async _makeAgentCell(): Promise<void> {
+    const { model, trans, makeAgentCell } = this._options;
+    const saved = model.getMetadata(OUTSIDE_KEY);
+    if (!makeAgentCell || !isJSONObject(saved)) {
+      return;
+    }
+    const entries = saved['entries'];
+    if (!Array.isArray(entries) || entries.length === 0) {
+      return;
+    }
+    this._replay.disabled = true;
+    this._replayStatus.textContent = trans.__('Making the agent cell…');
+    const id = UUID.uuid4();
+    const answer = await makeAgentCell(id, entries);
+    this._replay.disabled = false;
+    if (answer.outcome === 'failed') {
+      this._replayStatus.textContent = trans.__(
+        'No agent cell was added: %1',
+        answer.message
+      );
+      return;
+    }
+    const { cell } = answer;
+    const notebook = model.sharedModel;
+    const index = notebook.cells.length;
+    notebook.insertCell(index, {
+      id,
+      cell_type: 'code',
+      source: cell.source,
+      metadata: { qloop: cell.record }
+    });
+    this._options.copied?.(index);
+    const said = [
+      trans._n(
+        'Added agent cell %2: running it replays %1 code step without the outside agent, after your approval (the kernel needs qloop loaded: %3).',
+        'Added agent cell %2: running it replays %1 code steps without the outside agent, after your approval (the kernel needs qloop loaded: %3).',
+        cell.steps,
+        index + 1,
+        '%load_ext qloop_kernel'
+      )
+    ];
+    if (!cell.own) {
+      said.push(
+        trans.__(
+          'Not every call is signed by your key: the cell is received, and its card shows every step before anything runs.'
+        )
+      );
+    }
+    if (cell.skipped > 0) {
+      said.push(trans.__('%1 unreadable entries were left out.', cell.skipped));
+    }
+    this._replayStatus.textContent = said.join(' ');
+  }
+
   private _changed(_: unknown, change: { key: string }): void {
     if (change.key === OUTSIDE_KEY) {
       this.render();
@@ -328,6 +452,14 @@ export class OutsideCallsView extends Widget {
   }
 
   private readonly _entries = element('div', 'qloop-outside-view-entries');
+  private readonly _replay = element(
+    'button',
+    'qloop-outside-button qloop-outside-view-replay'
+  );
+  private readonly _replayStatus = element(
+    'span',
+    'qloop-outside-view-replay-status'
+  );
 }
 
 /** What the command needs of a notebook view (a `NotebookPanel` has it). */
@@ -345,13 +477,15 @@ export interface IOutsideCallsPanel {
 /** The view of a notebook's outside calls in a main-area widget, closed with the notebook. */
 export function outsideCallsWidget(
   panel: IOutsideCallsPanel,
-  trans: TranslationBundle
+  trans: TranslationBundle,
+  makeAgentCell?: MakeAgentCell
 ): MainAreaWidget<OutsideCallsView> {
   const context = panel.context;
   const view = new OutsideCallsView({
     model: context.model,
     trans,
-    copied: index => (panel.content.activeCellIndex = index)
+    copied: index => (panel.content.activeCellIndex = index),
+    makeAgentCell
   });
   const widget = new MainAreaWidget({ content: view });
   widget.id = DOMUtils.createDomID();
@@ -379,7 +513,8 @@ export function addOutsideCallsCommand(
   app: Pick<JupyterFrontEnd, 'commands' | 'shell'>,
   tracker: { readonly currentWidget: IOutsideCallsPanel | null },
   trans: TranslationBundle,
-  palette: ICommandPalette | null
+  palette: ICommandPalette | null,
+  makeAgentCell?: MakeAgentCell
 ): void {
   const shown = new WeakMap<object, MainAreaWidget<OutsideCallsView>>();
   app.commands.addCommand(SHOW_OUTSIDE_CALLS, {
@@ -396,7 +531,7 @@ export function addOutsideCallsCommand(
       }
       let widget = shown.get(panel.context);
       if (!widget || widget.isDisposed) {
-        widget = outsideCallsWidget(panel, trans);
+        widget = outsideCallsWidget(panel, trans, makeAgentCell);
         shown.set(panel.context, widget);
         app.shell.add(widget, 'main', { mode: 'split-right', ref: panel.id });
         if (widget.parent === null) {

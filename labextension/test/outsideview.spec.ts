@@ -10,7 +10,7 @@ import { ICommandPalette, MainAreaWidget } from '@jupyterlab/apputils';
 import { NotebookModel } from '@jupyterlab/notebook';
 import { nullTranslator } from '@jupyterlab/translation';
 import { CommandRegistry } from '@lumino/commands';
-import { JSONObject } from '@lumino/coreutils';
+import { JSONObject, JSONValue } from '@lumino/coreutils';
 import { Signal } from '@lumino/signaling';
 import { Panel, Widget } from '@lumino/widgets';
 
@@ -20,8 +20,10 @@ import {
   OUTSIDE_ENTRY_CLASS,
   OUTSIDE_TOOL_ATTRIBUTE,
   OUTSIDE_VIEW_CLASS,
+  AgentCellAnswer,
   OutsideCallsView,
   RESULT_SHOWN,
+  parseAgentCell,
   SHOW_OUTSIDE_CALLS,
   addOutsideCallsCommand
 } from '../src/outsideview';
@@ -307,6 +309,159 @@ describe('OutsideCallsView', () => {
     ).toBe("The notebook's qloop_outside metadata is not a list of entries.");
     view.dispose();
     model.setMetadata(OUTSIDE_KEY, { entries: [runEntry()] });
+  });
+});
+
+describe('Replay as an agent cell', () => {
+  let model: NotebookModel;
+  let view: OutsideCallsView | undefined;
+  let asked: [string, JSONValue[]][];
+  let warn: jest.SpyInstance;
+
+  const record = {
+    schema_version: 2,
+    prompt: 'Replay the calls claude-code made'
+  };
+
+  beforeEach(() => {
+    const log = console.warn;
+    warn = jest
+      .spyOn(console, 'warn')
+      .mockImplementation((...args: unknown[]) => {
+        const message = String(args[0]);
+        if (!yjsWarnings.some(prefix => message.startsWith(prefix))) {
+          log(...args);
+        }
+      });
+    model = new NotebookModel();
+    asked = [];
+  });
+
+  afterEach(() => {
+    view?.dispose();
+    model.dispose();
+    warn.mockRestore();
+  });
+
+  function open(answer: (id: string) => AgentCellAnswer): OutsideCallsView {
+    view = new OutsideCallsView({
+      model,
+      trans,
+      makeAgentCell: async (id, entries) => {
+        asked.push([id, entries]);
+        return answer(id);
+      }
+    });
+    Widget.attach(view, document.body);
+    return view;
+  }
+
+  function button(): HTMLButtonElement {
+    return view!.node.querySelector<HTMLButtonElement>(
+      '.qloop-outside-view-replay'
+    )!;
+  }
+
+  function status(): string {
+    return (
+      view!.node.querySelector('.qloop-outside-view-replay-status')!
+        .textContent ?? ''
+    );
+  }
+
+  async function settled(): Promise<void> {
+    for (let i = 0; i < 5; i++) {
+      await Promise.resolve();
+    }
+  }
+
+  it('adds the agent cell the server made, with its record, at the end', async () => {
+    saveOutsideEntry(model, runEntry());
+    saveOutsideEntry(model, runEntry({ id: 'e2', ran: 'x = 1' }));
+    open(() => ({
+      outcome: 'ok',
+      cell: {
+        source: '%%agent\nReplay the calls claude-code made',
+        record,
+        steps: 2,
+        own: true,
+        skipped: 0
+      }
+    }));
+    expect(button().disabled).toBe(false);
+    expect(button().title).toContain('%%agent cell');
+    button().click();
+    await settled();
+    const [[id, sent]] = asked;
+    expect(sent).toEqual([runEntry(), runEntry({ id: 'e2', ran: 'x = 1' })]);
+    const cells = model.sharedModel.cells;
+    expect(cells).toHaveLength(1);
+    expect(cells[0].id).toBe(id);
+    expect(cells[0].getSource()).toBe(
+      '%%agent\nReplay the calls claude-code made'
+    );
+    expect(cells[0].getMetadata('qloop')).toEqual(record);
+    expect(status()).toBe(
+      'Added agent cell 1: running it replays 2 code steps without the outside agent, after your approval (the kernel needs qloop loaded: %load_ext qloop_kernel).'
+    );
+  });
+
+  it('says when the cell is received or entries were left out', async () => {
+    saveOutsideEntry(model, runEntry());
+    open(() => ({
+      outcome: 'ok',
+      cell: { source: '%%agent\nR', record, steps: 1, own: false, skipped: 2 }
+    }));
+    button().click();
+    await settled();
+    expect(status()).toContain(
+      'Not every call is signed by your key: the cell is received, and its card shows every step before anything runs.'
+    );
+    expect(status()).toContain('2 unreadable entries were left out.');
+  });
+
+  it('adds nothing when the server refuses, and says why', async () => {
+    saveOutsideEntry(model, runEntry());
+    open(() => ({ outcome: 'failed', message: 'HTTP 403' }));
+    button().click();
+    await settled();
+    expect(model.sharedModel.cells).toHaveLength(0);
+    expect(status()).toBe('No agent cell was added: HTTP 403');
+    expect(button().disabled).toBe(false);
+  });
+
+  it('is disabled while no call is saved, and absent without a server', () => {
+    open(() => ({ outcome: 'failed', message: '' }));
+    expect(button().disabled).toBe(true);
+    saveOutsideEntry(model, runEntry());
+    expect(button().disabled).toBe(false);
+    view!.dispose();
+    view = new OutsideCallsView({ model, trans });
+    expect(view.node.querySelector('.qloop-outside-view-replay')).toBeNull();
+  });
+});
+
+describe('parseAgentCell', () => {
+  it('reads the server answer and refuses anything else', () => {
+    const good = {
+      ok: true,
+      source: '%%agent\nReplay',
+      record: { a: 1 },
+      steps: 1,
+      own: true,
+      skipped: 0
+    };
+    expect(parseAgentCell(good)).toEqual({
+      source: '%%agent\nReplay',
+      record: { a: 1 },
+      steps: 1,
+      own: true,
+      skipped: 0
+    });
+    expect(parseAgentCell({ ...good, source: 'import os' })).toBeNull();
+    expect(parseAgentCell({ ...good, record: 'x' })).toBeNull();
+    expect(parseAgentCell({ ...good, own: 'yes' })).toBeNull();
+    expect(parseAgentCell(null)).toBeNull();
   });
 });
 

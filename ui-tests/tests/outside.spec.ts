@@ -12,7 +12,15 @@ import { Page } from '@playwright/test';
 import { ChildProcess, spawn } from 'child_process';
 import * as path from 'path';
 
-import { REPOSITORY_ROOT, expect, test, waitForKernelReady } from './fixtures';
+import {
+  REPOSITORY_ROOT,
+  approvalCard,
+  cell,
+  expect,
+  test,
+  waitForIdleKernel,
+  waitForKernelReady
+} from './fixtures';
 import { test as test7 } from './nb7';
 
 const NOTEBOOK = 'agent_cell.ipynb';
@@ -134,6 +142,83 @@ for (const theme of THEMES) {
     });
   });
 }
+
+test.describe('outside calls replayed', () => {
+  // Galata's kernel mock breaks on a kernel restart.
+  test.use({ kernels: null });
+  test('the saved calls become an agent cell whose run replays them after its card', async ({
+    page,
+    openNotebook
+  }) => {
+    const serverPath = await openNotebook(NOTEBOOK);
+    await waitForKernelReady(page);
+    const code = 'outside_total = 6 * 7\nprint("total", outside_total)';
+    const call = outsideCall('run_code', { path: serverPath, code });
+    try {
+      const card = page.locator('.qloop-outside');
+      await expect(card).toBeVisible({ timeout: 60000 });
+      await card.locator('.qloop-outside-approve').click();
+      expect((await call.done).is_error).toBe(false);
+    } finally {
+      call.process.kill();
+    }
+    await page.evaluate(() =>
+      (window as any).jupyterapp.commands.execute(
+        'qloop-kernel:show-outside-calls'
+      )
+    );
+    const view = page.locator('.qloop-outside-view');
+    await expect(view.locator('.qloop-outside-entry')).toHaveCount(1, {
+      timeout: 30000
+    });
+    await view.locator('.qloop-outside-view-replay').click();
+    await expect(view.locator('.qloop-outside-view-replay-status')).toHaveText(
+      'Added agent cell 4: running it replays 1 code step without the outside agent, after your approval (the kernel needs qloop loaded: %load_ext qloop_kernel).'
+    );
+    // Close the view: the notebook is the main area's again.
+    await page.evaluate(() => {
+      const shell = (window as any).jupyterapp.shell;
+      const widgets = Array.from(shell.widgets('main') as Iterable<any>);
+      widgets
+        .find(widget => widget.node.querySelector('.qloop-outside-view'))
+        .close();
+      shell.activateById(
+        widgets.find(widget => widget.context?.model?.sharedModel).id
+      );
+    });
+    await expect
+      .poll(() => sourcesOf(page).then(found => found.length))
+      .toBe(4);
+    const sources = await sourcesOf(page);
+    expect(sources[3]).toBe(
+      "%%agent\nReplay the calls claude-code made to this notebook's kernel over MCP."
+    );
+    // A fresh namespace: only the replay can bring outside_total back.
+    await page.menu.clickMenuItem('Kernel>Restart Kernel…');
+    await page.locator('.jp-Dialog .jp-mod-accept').click();
+    await waitForIdleKernel(page);
+    await page.notebook.runCell(0, { inplace: true });
+    await page.evaluate(() => {
+      const app = (window as any).jupyterapp;
+      const panel = app.shell.currentWidget;
+      panel.content.activeCellIndex = 3;
+      void app.commands.execute('notebook:run-cell');
+    });
+    const replayCard = (await approvalCard(page, 3)).filter({
+      hasText: 'Replay 1 saved code step'
+    });
+    await expect(replayCard).toBeVisible({ timeout: 60000 });
+    await expect(replayCard.locator('.qloop-code')).toHaveText(code);
+    await replayCard
+      .locator('button')
+      .filter({ hasText: /^Approve$/ })
+      .click();
+    await waitForIdleKernel(page);
+    const agent = await cell(page, 3);
+    await expect(agent).toContainText('replay complete');
+    await expect(agent).toContainText('total 42');
+  });
+});
 
 /** The active JupyterLab notebook's cell sources, from its model. */
 async function sourcesOf(page: Page): Promise<string[]> {
