@@ -495,6 +495,46 @@ def test_a_policy_that_allows_a_cell_change_still_has_the_page_apply_it(tmp_path
     assert "added as cell applied-1" in text(added)
 
 
+def test_with_no_page_a_cell_change_the_policy_allows_goes_into_the_saved_file(
+    tmp_path: Path,
+) -> None:
+    import nbformat
+
+    with jupyter_server(tmp_path / "root", "--QloopMCP.policy=write") as server:
+        path = server.open_notebook("disk.ipynb", ("x = 1", "# keep me"))
+        file = server.root / path
+        first, second = (c.id for c in nbformat.read(file, as_version=4).cells)
+
+        async def scenario() -> list[types.CallToolResult]:
+            async with session(server, name="Cursor") as client:
+                return [
+                    await call(client, "add_cell", path=path, source="y = x + 1",
+                               after_cell_id=first),
+                    await call(client, "add_cell", path=path, source="# Notes",
+                               cell_type="markdown"),
+                    await call(client, "edit_cell", path=path, cell_id=first, source="x = 2"),
+                    await call(client, "edit_cell", path=path, cell_id="nope", source="z"),
+                    await call(client, "run_cell", path=path, cell_id=first),
+                ]  # fmt: skip
+
+        added, markdown, edited, missing, ran = run(scenario())
+        saved = nbformat.read(file, as_version=4)
+    assert not added.is_error and "written into the saved notebook" in text(added)
+    assert [(c.cell_type, c.source) for c in saved.cells] == [
+        ("code", "x = 2"),
+        ("code", "y = x + 1"),
+        ("code", "# keep me"),
+        ("markdown", "# Notes"),
+    ]
+    assert saved.cells[0].id == first and saved.cells[2].id == second
+    assert f"added as cell {saved.cells[1].id}" in text(added)
+    assert saved.cells[1].metadata["qloop_outside"] == {"client": "Cursor", "tool": "add_cell"}
+    assert saved.cells[0].metadata["qloop_outside"] == {"client": "Cursor", "tool": "edit_cell"}
+    assert not markdown.is_error and not edited.is_error
+    assert missing.is_error and "no cell with id nope" in text(missing)
+    assert ran.is_error and "no page shows" in text(ran)  # cells run in a page
+
+
 # --- qloop mcp: stdio clients -----------------------------------------------------------------------
 
 

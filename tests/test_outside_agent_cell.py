@@ -176,3 +176,36 @@ def test_a_received_outside_cell_replays_headless_only_with_the_opt_in(
     with pytest.raises(Exception, match="received from elsewhere"):
         _run(refused, monkeypatch, QLOOP_APPROVAL="write")
     assert "total is" not in _outputs(refused.cells[2])
+
+
+# --- a cell change written into the saved notebook (no page) ---------------------------------------
+
+
+def test_a_change_that_cannot_apply_leaves_the_file_byte_identical(tmp_path: Any) -> None:
+    import asyncio
+
+    from jupyter_server.services.contents.filemanager import AsyncFileContentsManager
+
+    from qloop_kernel.server.notebook_file import apply_change
+
+    contents = AsyncFileContentsManager(root_dir=str(tmp_path))
+    old = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("a = 1")])
+    old.nbformat_minor = 4
+    for made in old.cells:
+        del made["id"]
+    nbformat.write(old, tmp_path / "old.ipynb", version=nbformat.NO_CONVERT)
+    new = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("a = 1")])
+    nbformat.write(new, tmp_path / "new.ipynb")
+    before = {p.name: p.read_bytes() for p in tmp_path.glob("*.ipynb")}
+
+    add = {"op": "add", "cell_type": "code", "after_cell_id": None}
+    edit = {"op": "edit", "cell_id": "nope"}
+    answers = [
+        asyncio.run(apply_change(contents, "old.ipynb", add, "b = 2", "c")),
+        asyncio.run(apply_change(contents, "new.ipynb", edit, "b = 2", "c")),
+        asyncio.run(apply_change(contents, "gone.ipynb", add, "b = 2", "c")),
+    ]
+    assert "before nbformat 4.5" in answers[0]["error"]
+    assert answers[1] == {"error": "no cell with id nope in the notebook"}
+    assert "cannot read 'gone.ipynb'" in answers[2]["error"]
+    assert {p.name: p.read_bytes() for p in tmp_path.glob("*.ipynb")} == before

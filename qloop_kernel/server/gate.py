@@ -60,12 +60,22 @@ class Verdict:
     applied: dict[str, Any] | None = None  # what the page did, for a cell change
 
 
-class Gate:
-    """Decides outside agents' steps for the Jupyter server."""
+WriteFile = Callable[["Step"], Awaitable[dict[str, Any]]]
 
-    def __init__(self, broker: OutsideBroker, policy: Callable[[], Policy]) -> None:
+
+class Gate:
+    """Decides outside agents' steps for the Jupyter server; ``write_file`` applies a cell change
+    the policy or a grant allows to the saved notebook when no page shows it."""
+
+    def __init__(
+        self,
+        broker: OutsideBroker,
+        policy: Callable[[], Policy],
+        write_file: WriteFile | None = None,
+    ) -> None:
         self.broker = broker
         self.policy = policy
+        self.write_file = write_file
 
     async def decide(self, step: Step, progress: Progress) -> Verdict:
         policy = self.policy()
@@ -87,8 +97,12 @@ class Gate:
             return await self._ask(step, progress)
         if step.cell is None:
             return allowed
-        if not shown:  # the page applies a cell change: none shows the notebook
-            return Verdict(False, "refused: no page to apply it", message=self._no_page(step))
+        if not shown:  # no page applies it: an add or an edit goes into the saved file
+            if step.cell.get("op") == "run" or self.write_file is None:
+                return Verdict(False, "refused: no page to apply it", message=self._no_page(step))
+            applied = await self.write_file(step)
+            how = f"{allowed.how}; written into the saved notebook, as no page shows it"
+            return replace(allowed, how=how, applied=applied)
         return await self._ask(step, progress, allowed)
 
     def _refusal(self, step: Step, policy: Policy, shown: bool) -> str:
@@ -103,7 +117,7 @@ class Gate:
 
     def _no_page(self, step: Step) -> str:
         return (
-            f"refused: no page shows {step.path!r}, and cells are changed in the page that shows "
+            f"refused: no page shows {step.path!r}, and cells are run in the page that shows "
             "the notebook. Ask the user to open it in JupyterLab or Notebook 7 and call again"
         )
 

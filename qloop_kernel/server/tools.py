@@ -24,6 +24,7 @@ from .broker import OutsideBroker, notebook_key
 from .config import QloopMCP
 from .gate import Gate, Step, Verdict
 from .kernels import PROBE, Kernels, OutsideError, RunResult
+from .notebook_file import apply_change
 
 INSTRUCTIONS = (
     "Live Jupyter notebooks of this user, through qloop. list_notebooks names the open notebooks "
@@ -61,7 +62,12 @@ class OutsideTools:
         self.config = config
         self.broker = broker
         self.kernels = Kernels(serverapp)
-        self.gate = Gate(broker, lambda: self.config.policy)
+        self.gate = Gate(broker, lambda: self.config.policy, self._write_file)
+
+    async def _write_file(self, step: Step) -> dict[str, Any]:
+        """A cell change applied to the saved notebook (no page shows it)."""
+        contents = self.serverapp.contents_manager
+        return await apply_change(contents, step.path, step.cell or {}, step.code, step.client)
 
     async def list_notebooks(self) -> CallToolResult:
         rows = []
