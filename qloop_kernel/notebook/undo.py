@@ -56,7 +56,7 @@ _LIVE_LIBRARIES = frozenset({
     "distributed", "pyspark", "py4j", "sqlalchemy", "sqlite3", "duckdb", "psycopg", "psycopg2",
     "pymongo", "redis", "socket", "ssl", "_socket", "_thread", "threading", "multiprocessing",
     "concurrent", "asyncio", "io", "_io", "subprocess", "http", "urllib3", "requests", "httpx", "zmq",
-    "logging",
+    "logging", "h5py", "zarr",  # arrays in files: a write goes to the file, a copy cannot undo it
 })  # fmt: skip
 _SHARED = (
     int, float, complex, bool, str, bytes, type(None), range, types.ModuleType, types.FunctionType,

@@ -9,7 +9,7 @@ distributed collections are described from their metadata without computing them
 
 Modules: ``common`` (limits, paging, detection, text), ``reprs`` (bounded repr),
 ``containers``, ``pandas``, ``numpy``, ``polars``, ``arrow``, ``xarray``, ``tensors``,
-``device`` (CuPy and other device arrays), ``lazy`` (dask, Spark, polars LazyFrame),
+``device`` (CuPy and other device arrays), ``stored`` (h5py and zarr arrays in files), ``lazy`` (dask, Spark, polars LazyFrame),
 ``databases`` (connections and their tables, from the catalog), ``callables`` (functions,
 classes, modules) and ``objects`` (everything else).
 """
@@ -29,6 +29,7 @@ from . import (
     objects,
     pandas,
     polars,
+    stored,
     tensors,
     xarray,
 )
@@ -63,6 +64,7 @@ KINDS: list[Kind] = [
     *polars.KINDS,
     *arrow.KINDS,
     *xarray.KINDS,
+    *stored.KINDS,
     *tensors.KINDS,
     *device.KINDS,
     *databases.KINDS,

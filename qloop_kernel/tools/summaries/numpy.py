@@ -118,10 +118,17 @@ def array_statistics(array: Any) -> list[str]:
         if is_file_backed(array)
         else f"a deterministic random sample of {ARRAY_SAMPLE:,} of {array.size:,} elements"
     )
+    return [f"Statistics on {note}: {statistics_of(values)}"]
+
+
+def statistics_of(values: Any) -> str:
+    """Statistics of a 1-d numpy sample by its dtype ("" for a dtype without them)."""
+    kind = values.dtype.kind
+    if values.size == 0 or values.dtype.names or kind not in "biufcmMO":
+        return ""
     np = loaded_module("numpy")
     with np.errstate(all="ignore"):
-        stats = _ARRAY_STATS[kind](np, values)
-    return [f"Statistics on {note}: {stats}"]
+        return _ARRAY_STATS[kind](np, values)
 
 
 def _bool_stats(np: Any, values: Any) -> str:
