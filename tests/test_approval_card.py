@@ -73,6 +73,20 @@ def test_the_editor_replaces_the_code_and_its_class_follows_the_edit() -> None:
     assert "(run_code 'read', 'write', 'compute', 'unknown' and 'destructive' steps always" in shown
 
 
+def test_while_editing_text_the_editor_cannot_show_is_shown_marked() -> None:
+    hidden = "total = 1\u200b; x\u3164 = 2" + " " * 40 + "; import os"
+    card = ApprovalCard(request(hidden))
+    card.edit.click()
+    shown = text_of(card)
+    assert "the editor's text holds characters it does not show; as it runs:" in shown
+    assert "⟨U+200B ZERO WIDTH SPACE⟩" in shown or "U+200B" in shown
+    assert "U+3164" in shown and "40 spaces" in shown and "import os" in shown
+    card.editor.value = "total = 1"  # the user removed them: nothing more to show
+    assert "does not show" not in text_of(card)
+    card.editor.value = "tоtal = 1"  # a Cyrillic o: a name that mixes scripts
+    assert "does not show" in text_of(card) and "check each letter" in text_of(card)
+
+
 def test_an_editor_opened_but_unchanged_shows_the_original_after_the_click() -> None:
     card = ApprovalCard(request("total = 1"))
     card.edit.click()

@@ -12,7 +12,7 @@ import { JSONObject } from '@lumino/coreutils';
 import { Widget } from '@lumino/widgets';
 
 import { ALARMING_RISKS, RISK_ATTRIBUTE, renderDiff } from './proposalbar';
-import { shownNodes } from './visible';
+import { pieces, shownNodes } from './visible';
 
 /** Class of a card, and of the board on top of a notebook that holds them. */
 export const OUTSIDE_CLASS = 'qloop-outside';
@@ -143,6 +143,7 @@ export class OutsideCard {
     this._code.tabIndex = 0; // a long code scrolls: reachable by keyboard
     this._editor.spellcheck = false;
     this._editor.hidden = true;
+    this._unseen.hidden = true;
     this._diff.hidden = true;
     this._where.hidden = true;
     this._reason.type = 'text';
@@ -171,6 +172,7 @@ export class OutsideCard {
       this._code,
       this._diff,
       this._editor,
+      this._unseen,
       controls
     );
     this._running.append(this._runningLine, this._stopButton);
@@ -374,6 +376,7 @@ export class OutsideCard {
     this._runEdited.addEventListener('click', () =>
       send('edit', this._editor.value)
     );
+    this._editor.addEventListener('input', () => this._showUnseen());
     this._editor.addEventListener('keydown', event => {
       if (event.key === 'Escape') {
         event.preventDefault();
@@ -390,7 +393,36 @@ export class OutsideCard {
       this._editor.rows = Math.min(16, this._item.code.split('\n').length + 1);
     }
     this._layout();
+    this._showUnseen();
     (editing ? this._editor : this._edit).focus();
+  }
+
+  /**
+   * While editing: where the editor's text holds characters a text box does
+   * not show (invisible or confusable ones, long blank runs), that text as it
+   * runs, every one of them marked.
+   */
+  private _showUnseen(): void {
+    const value = this._editor.value;
+    const unseen =
+      this._editing && pieces(value).some(piece => piece.mark !== null);
+    this._unseen.hidden = !unseen;
+    if (!unseen) {
+      this._unseen.replaceChildren();
+      return;
+    }
+    const pre = element('pre', 'qloop-outside-unseen-code');
+    pre.appendChild(shownNodes(document, value, this._trans));
+    this._unseen.replaceChildren(
+      element(
+        'div',
+        'qloop-outside-unseen-note',
+        this._trans.__(
+          "The editor's text holds characters it does not show; as it runs:"
+        )
+      ),
+      pre
+    );
   }
 
   /** Which of the code, the diff, the editor and the buttons are shown. */
@@ -422,6 +454,7 @@ export class OutsideCard {
   private readonly _code = element('pre', 'qloop-outside-code');
   private _diff: HTMLPreElement = renderDiff('', '', this._trans);
   private readonly _editor = element('textarea', 'qloop-outside-editor');
+  private readonly _unseen = element('div', 'qloop-outside-unseen');
   private readonly _reason = element('input', 'qloop-outside-reason');
   private readonly _approve = button(
     'qloop-outside-approve',

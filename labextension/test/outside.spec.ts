@@ -509,6 +509,34 @@ describe('showOutsideRequests', () => {
     ]);
   });
 
+  it('while editing, shows marked what the editor holds but does not show', async () => {
+    server.answer(1, [approval({ code: 'x = 1\u200b' })]);
+    await settle();
+    const node = card(panel);
+    const unseen = node.querySelector<HTMLElement>('.qloop-outside-unseen')!;
+    expect(unseen.hidden).toBe(true);
+    click(node, '.qloop-outside-edit');
+    expect(unseen.hidden).toBe(false);
+    expect(unseen.textContent).toContain(
+      "The editor's text holds characters it does not show; as it runs:"
+    );
+    expect(
+      unseen.querySelector('.qloop-outside-unseen-code .qloop-mark')!
+        .textContent
+    ).toContain('200B');
+    const editor = node.querySelector<HTMLTextAreaElement>(
+      'textarea.qloop-outside-editor'
+    )!;
+    editor.value = 'x = 1';
+    editor.dispatchEvent(new Event('input'));
+    expect(unseen.hidden).toBe(true);
+    editor.value = 'x = 1' + ' '.repeat(40) + '; y = 2';
+    editor.dispatchEvent(new Event('input'));
+    expect(unseen.hidden).toBe(false);
+    click(node, '.qloop-outside-cancel');
+    expect(unseen.hidden).toBe(true);
+  });
+
   it('has no Edit button for a request that is not editable', async () => {
     server.answer(1, [approval({ editable: false })]);
     await settle();

@@ -27,7 +27,7 @@ from IPython.display import display
 from ..grants import SCOPE_TEXT, Grant, Scope
 from ..permissions import AlwaysAllow, ApprovalRequest, Approve, ApproveEdited, Decision, Deny
 from ..text import clip, counted
-from ..visible import Piece, as_shown, bounded, mixed_script_names, pieces
+from ..visible import Piece, as_shown, bounded, has_marks, mixed_script_names, pieces
 from .pump import wait_until, wake
 from .waiting import announced
 
@@ -259,7 +259,12 @@ class ApprovalCard:
             edited = self._edit_assessment is not None
             shown = self._edit_assessment if edited else self.request.assessment
             hint = f"<div style='{MUTED}'>editing: the text below is what runs when you click</div>"
-            return notices + hint + assessment_html(shown, of_edit=edited)
+            return (
+                notices
+                + hint
+                + _unseen_html(self.editor.value)
+                + assessment_html(shown, of_edit=edited)
+            )
         return notices + highlight(self._original) + assessment_html(self.request.assessment)
 
     def plain_text(self) -> str:
@@ -528,6 +533,17 @@ def adopted_html(messages: object) -> str:
     return (
         f"<details class='qloop-card-adopted'><summary>show the {total} that will become "
         f"context</summary>{items}</details>"
+    )
+
+
+def _unseen_html(code: str) -> str:
+    """For the editor's text: where it holds characters a text box does not show (invisible or
+    confusable ones, long blank runs, names mixing scripts), the text as it runs, every one marked."""
+    if not has_marks(code) and not mixed_script_names(code):
+        return ""
+    return (
+        f"<div class='qloop-card-notice'>the editor's text holds characters it does not show; "
+        f"as it runs:</div>{highlight(code)}"
     )
 
 
