@@ -1,5 +1,6 @@
 /**
- * Cell proposals in JupyterLab and Notebook 7, Light and Dark: the agent's
+ * Cell proposals in JupyterLab and Notebook 7, Light and Dark (and the bar's
+ * contrast in Dark High Contrast too): the agent's
  * add_cell shows a new cell with its diff and Accept / Reject; what the user
  * changes in the cell before accepting is what the model is told, and the
  * accepted cell is an ordinary cell that keeps its provenance; a rejected
@@ -51,12 +52,17 @@ async function resultText(standIn: IStandIn): Promise<string> {
 }
 
 /** Run the agent cell (cell 1) and wait for its proposal bar. */
-async function proposalOf(page: Page, runAgentCell: () => Promise<void>): Promise<Locator> {
+async function proposalOf(
+  page: Page,
+  runAgentCell: () => Promise<void>
+): Promise<Locator> {
   await runAgentCell();
   const bar = page.locator('.qloop-proposal');
   await expect(bar).toBeVisible({ timeout: 60000 });
   await expect(bar).toContainText('Proposed by the agent · new cell');
-  await expect(bar.locator('.qloop-proposal-diff')).toContainText(`+${PROPOSED}`);
+  await expect(bar.locator('.qloop-proposal-diff')).toContainText(
+    `+${PROPOSED}`
+  );
   return bar;
 }
 
@@ -170,6 +176,82 @@ for (const theme of THEMES) {
   });
 }
 
+/**
+ * The lowest contrast ratio (WCAG) between the text of the bar's label, diff
+ * lines and buttons and the first opaque background behind each.
+ */
+async function lowestContrast(bar: Locator): Promise<number> {
+  return bar.evaluate((root: HTMLElement) => {
+    // [r, g, b] in 0–255 and alpha in 0–1, from rgb()/rgba() or color(srgb …).
+    const parse = (colour: string): [number[], number] => {
+      const found = (colour.match(/-?[\d.]+/g) ?? []).map(Number);
+      const srgb = colour.startsWith('color(');
+      const rgb = found.slice(0, 3).map(v => (srgb ? v * 255 : v));
+      return [rgb, found.length > 3 ? found[3] : 1];
+    };
+    const over = (top: number[], alpha: number, below: number[]): number[] =>
+      top.map((v, i) => v * alpha + below[i] * (1 - alpha));
+    // The colour behind `node`: its backgrounds composited down to an opaque one.
+    const background = (node: Element | null): number[] => {
+      const layers: [number[], number][] = [];
+      for (let at = node; at; at = at.parentElement) {
+        const [rgb, alpha] = parse(getComputedStyle(at).backgroundColor);
+        if (alpha > 0) {
+          layers.push([rgb, alpha]);
+          if (alpha >= 1) {
+            break;
+          }
+        }
+      }
+      let colour = [255, 255, 255];
+      for (const [rgb, alpha] of layers.reverse()) {
+        colour = over(rgb, alpha, colour);
+      }
+      return colour;
+    };
+    const luminance = (rgb: number[]): number => {
+      const [R, G, B] = rgb.map(v => {
+        const c = v / 255;
+        return c <= 0.03928 ? c / 12.92 : Math.pow((c + 0.055) / 1.055, 2.4);
+      });
+      return 0.2126 * R + 0.7152 * G + 0.0722 * B;
+    };
+    const texts = root.querySelectorAll(
+      '.qloop-proposal-label, .qloop-proposal-diff span, button'
+    );
+    let lowest = Infinity;
+    for (const node of Array.from(texts)) {
+      if (!(node as HTMLElement).offsetParent || !node.textContent?.trim()) {
+        continue;
+      }
+      const back = background(node);
+      const [fore, alpha] = parse(getComputedStyle(node).color);
+      const a = luminance(over(fore, alpha, back));
+      const b = luminance(back);
+      const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+      lowest = Math.min(lowest, ratio);
+    }
+    return lowest;
+  });
+}
+
+test.describe('the proposal bar reads in every theme', () => {
+  for (const theme of [...THEMES, 'JupyterLab Dark High Contrast']) {
+    test(`its text keeps a contrast of at least 4.5 (${theme})`, async ({
+      page,
+      openNotebook,
+      runAll,
+      standIn
+    }) => {
+      await startProposing({ page, openNotebook, runAll, standIn }, theme);
+      const bar = page.locator('.qloop-proposal');
+      expect(await lowestContrast(bar)).toBeGreaterThanOrEqual(4.5);
+      await rejectWithAReason(page, standIn);
+      await waitForIdleKernel(page);
+    });
+  }
+});
+
 test('a page reloaded while a proposal waits shows it again, once, and its Accept ends the wait', async ({
   page,
   openNotebook,
@@ -189,11 +271,15 @@ test('a page reloaded while a proposal waits shows it again, once, and its Accep
   await reloadPage(serverPath);
   const bar = page.locator('.qloop-proposal');
   await expect(bar).toBeVisible({ timeout: 30000 });
-  await expect(bar.locator('.qloop-proposal-diff')).toContainText(`+${PROPOSED}`);
+  await expect(bar.locator('.qloop-proposal-diff')).toContainText(
+    `+${PROPOSED}`
+  );
   expect((await sources(page)).filter(s => s === PROPOSED)).toHaveLength(1);
   await bar.locator('button.qloop-proposal-accept').click();
   await expect(bar).toHaveCount(0);
-  expect(await resultText(standIn)).toMatch(/accepted: added cell \S+ after agent by the user/);
+  expect(await resultText(standIn)).toMatch(
+    /accepted: added cell \S+ after agent by the user/
+  );
   await waitForIdleKernel(page);
   const file = await saveAndRead(serverPath);
   expect(file.cells.map(c => c.id).slice(0, 2)).toEqual(['load', 'agent']);
