@@ -265,9 +265,10 @@ class ConversationManager:
         Adopting is an approved act (the replay card says so). The messages are cleaned for the API:
         redacted again (the record may come from a kernel with other secrets), without cache markers,
         thinking blocks (allowed to be left out of earlier turns) or empty text. A record whose messages
-        would make the next request fail is left out, and False says so.
+        would make the next request fail is left out, and False says so; one with none (outside
+        agents' calls, replayed without a model) adds nothing and is kept.
         """
-        messages = adoptable(record.messages)
+        messages = adoptable(record.messages) if record.messages else []  # none: outside calls
         if messages is None:
             return False
         self.messages.extend(messages)

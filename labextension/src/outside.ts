@@ -239,36 +239,44 @@ export class OutsideRequests {
 
   /** The agent cell `id` that replays the saved `entries`, made by the server. */
   async agentCell(id: string, entries: JSONValue[]): Promise<AgentCellAnswer> {
-    const url = URLExt.join(this.settings.baseUrl, AGENT_CELL_ROUTE);
-    try {
-      const response = await ServerConnection.makeRequest(
-        url,
-        {
-          method: 'POST',
-          body: JSON.stringify({ id, entries }),
-          headers: { 'Content-Type': 'application/json' }
-        },
-        this.settings
-      );
-      if (response.status !== 200) {
-        return { outcome: 'failed', message: await failure(response) };
-      }
-      const cell = parseAgentCell(await response.json());
-      return cell
-        ? { outcome: 'ok', cell }
-        : {
-            outcome: 'failed',
-            message: 'the server did not answer an agent cell'
-          };
-    } catch (error) {
-      return { outcome: 'failed', message: String(error) };
+    const response = await this._send(AGENT_CELL_ROUTE, { id, entries });
+    if (typeof response === 'string') {
+      return { outcome: 'failed', message: response };
     }
+    if (response.status !== 200) {
+      return { outcome: 'failed', message: await failure(response) };
+    }
+    const cell = parseAgentCell(await response.json().catch(() => null));
+    return cell
+      ? { outcome: 'ok', cell }
+      : {
+          outcome: 'failed',
+          message: 'the server did not answer an agent cell'
+        };
   }
 
   private async _post(route: string, body: JSONObject): Promise<PostOutcome> {
+    const response = await this._send(route, body);
+    if (typeof response === 'string') {
+      return { outcome: 'failed', message: response };
+    }
+    if (response.status === 200) {
+      return { outcome: 'ok' };
+    }
+    if (response.status === 409) {
+      return { outcome: 'taken' };
+    }
+    return { outcome: 'failed', message: await failure(response) };
+  }
+
+  /** POST `body` as JSON to `route`: the response, or why none came. */
+  private async _send(
+    route: string,
+    body: JSONObject
+  ): Promise<Response | string> {
     const url = URLExt.join(this.settings.baseUrl, route);
     try {
-      const response = await ServerConnection.makeRequest(
+      return await ServerConnection.makeRequest(
         url,
         {
           method: 'POST',
@@ -277,15 +285,8 @@ export class OutsideRequests {
         },
         this.settings
       );
-      if (response.status === 200) {
-        return { outcome: 'ok' };
-      }
-      if (response.status === 409) {
-        return { outcome: 'taken' };
-      }
-      return { outcome: 'failed', message: await failure(response) };
     } catch (error) {
-      return { outcome: 'failed', message: String(error) };
+      return String(error);
     }
   }
 }

@@ -33,6 +33,19 @@ const EVIL = '<img src=x onerror="window.hacked = 1">';
 const trans = nullTranslator.load('qloop');
 const yjsWarnings = ['Invalid access: Add Yjs type', '[yjs#509]'];
 
+/** console.warn without Yjs's warnings about a model used before it is attached. */
+function quietYjsWarnings(): jest.SpyInstance {
+  const log = console.warn;
+  return jest
+    .spyOn(console, 'warn')
+    .mockImplementation((...args: unknown[]) => {
+      const message = String(args[0]);
+      if (!yjsWarnings.some(prefix => message.startsWith(prefix))) {
+        log(...args);
+      }
+    });
+}
+
 function runEntry(fields: JSONObject = {}): JSONObject {
   return {
     id: 'e1',
@@ -71,15 +84,7 @@ describe('OutsideCallsView', () => {
   let warn: jest.SpyInstance;
 
   beforeEach(() => {
-    const log = console.warn;
-    warn = jest
-      .spyOn(console, 'warn')
-      .mockImplementation((...args: unknown[]) => {
-        const message = String(args[0]);
-        if (!yjsWarnings.some(prefix => message.startsWith(prefix))) {
-          log(...args);
-        }
-      });
+    warn = quietYjsWarnings();
     model = new NotebookModel();
     model.sharedModel.insertCell(0, {
       id: 'first',
@@ -324,15 +329,7 @@ describe('Replay as an agent cell', () => {
   };
 
   beforeEach(() => {
-    const log = console.warn;
-    warn = jest
-      .spyOn(console, 'warn')
-      .mockImplementation((...args: unknown[]) => {
-        const message = String(args[0]);
-        if (!yjsWarnings.some(prefix => message.startsWith(prefix))) {
-          log(...args);
-        }
-      });
+    warn = quietYjsWarnings();
     model = new NotebookModel();
     asked = [];
   });

@@ -202,7 +202,7 @@ def replay(host: ReplayHost, record: CellRecord, policy: Policy, cell: CellConte
         return
     differing = _run_steps(runtime, plan, undo_log(host.shell))
     differing += changed_after(record.fingerprint, host.shell.user_ns)
-    if record.messages and not host.manager.adopt(record):  # none: outside agents' calls
+    if not host.manager.adopt(record):
         line("the saved conversation cannot be sent to the model again; later agent cells will not "
              "see this turn", "warn")  # fmt: skip
     stale = bool(drift or differing)

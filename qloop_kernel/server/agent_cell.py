@@ -16,7 +16,7 @@ from typing import Any
 
 from ..messages import now_iso
 from ..records.schema import CellRecord, DecisionRecord, Timings, ToolCallRecord
-from ..redact import REDACTED, redact_text
+from ..redact import REDACTED, redact, redact_text
 from ..text import counted
 from .record import verified
 
@@ -100,7 +100,7 @@ def _call(entry: dict[str, Any]) -> ToolCallRecord:
     kind = decision_kind(str(entry["decision"])) if isinstance(ran, str) else "denied"
     reason = str(entry.get("reason") or "") or None
     result = redact_text(str(entry.get("result") or ""))
-    given = redact_text_tree(entry["input"])
+    given = redact(entry["input"])
     if tool == "run_code" and isinstance(ran, str):
         given = {"code": ran}  # what ran (the user's edit included), as a replay runs it
     elif tool == "add_cell" and result.startswith("cell "):
@@ -116,17 +116,6 @@ def _call(entry: dict[str, Any]) -> ToolCallRecord:
         is_error=entry.get("is_error") is True,
         output_summary=f"{entry['client']} · {tool} · {entry['decision']}\n{result}".strip(),
     )
-
-
-def redact_text_tree(value: Any) -> Any:
-    """``value`` with every string redacted (a received entry was never redacted here)."""
-    if isinstance(value, str):
-        return redact_text(value)
-    if isinstance(value, dict):
-        return {str(k): redact_text_tree(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [redact_text_tree(v) for v in value]
-    return value
 
 
 def _prompt(clients: list[str]) -> str:

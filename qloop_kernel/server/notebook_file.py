@@ -17,7 +17,8 @@ import nbformat
 from .record import METADATA_KEY
 
 
-async def _maybe(value: Any) -> Any:
+async def maybe_await(value: Any) -> Any:
+    """The contents manager's answer, whether it is the sync or the async manager."""
     return await value if inspect.isawaitable(value) else value
 
 
@@ -27,7 +28,7 @@ async def apply_change(
     """Apply ``cell`` (op add or edit) with ``source`` to the notebook file at ``path``: what the
     gate is told was done (``cell_id``, or ``error`` when nothing was written)."""
     try:
-        model = await _maybe(contents.get(path, content=True))
+        model = await maybe_await(contents.get(path, content=True))
     except Exception as exc:  # tornado's HTTPError for a missing file, or an unreadable one
         return {"error": f"cannot read {path!r}: {getattr(exc, 'log_message', None) or exc}"}
     notebook = model.get("content") if model.get("type") == "notebook" else None
@@ -60,7 +61,7 @@ async def apply_change(
         changed["source"] = source
         changed.setdefault("metadata", {})[METADATA_KEY] = mark
     try:
-        await _maybe(
+        await maybe_await(
             contents.save({"type": "notebook", "format": "json", "content": notebook}, path)
         )
     except Exception as exc:

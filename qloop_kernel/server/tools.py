@@ -24,7 +24,7 @@ from .broker import OutsideBroker, notebook_key
 from .config import QloopMCP
 from .gate import Gate, Step, Verdict
 from .kernels import PROBE, Kernels, OutsideError, RunResult
-from .notebook_file import apply_change
+from .notebook_file import apply_change, maybe_await
 
 INSTRUCTIONS = (
     "Live Jupyter notebooks of this user, through qloop. list_notebooks names the open notebooks "
@@ -105,7 +105,7 @@ class OutsideTools:
     async def read_notebook(self, path: str, cell_ids: list[str] | None) -> CallToolResult:
         key = notebook_key(path)
         try:
-            model = await _maybe(self.serverapp.contents_manager.get(key, content=True))
+            model = await maybe_await(self.serverapp.contents_manager.get(key, content=True))
         except Exception as exc:  # tornado's HTTPError for a missing file, or an unreadable one
             return _error(f"cannot read {key!r}: {getattr(exc, 'log_message', None) or exc}")
         if model.get("type") != "notebook":
@@ -265,12 +265,6 @@ def _applied_text(applied: dict[str, Any] | None) -> str:
         return ""
     outputs = applied.get("outputs")
     return f"cell {applied['cell_id']}" + (f"\n{outputs}" if isinstance(outputs, str) else "")
-
-
-async def _maybe(value: Any) -> Any:
-    import inspect
-
-    return await value if inspect.isawaitable(value) else value
 
 
 def _later(work: Any) -> None:

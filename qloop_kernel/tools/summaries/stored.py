@@ -33,7 +33,7 @@ SHOWN_EDGE = 20  # elements along each axis after the first of the rows shown
 
 
 def is_h5py_dataset(obj: object) -> bool:
-    """An h5py Dataset (a array in an HDF5 file)."""
+    """An h5py Dataset (an array in an HDF5 file)."""
     return instance_of(obj, "h5py", "Dataset")
 
 
@@ -56,12 +56,16 @@ def _compression(array: Any) -> str:
     return cut(str(found), 120) if found else "none"
 
 
+def _edges(shape: tuple[int, ...]) -> tuple[slice, ...]:
+    """The first ``SHOWN_EDGE`` elements along each axis after the first."""
+    return tuple(slice(0, min(n, SHOWN_EDGE)) for n in shape[1:])
+
+
 def _block(shape: tuple[int, ...], budget: int) -> tuple[slice, ...]:
     """The slices of the first block of at most ``budget`` elements (rows first)."""
-    rest = [min(n, SHOWN_EDGE) if i else n for i, n in enumerate(shape)][1:]
-    per_row = max(math.prod(rest), 1)
-    rows = max(1, min(shape[0], budget // per_row))
-    return (slice(0, rows), *(slice(0, n) for n in rest))
+    edges = _edges(shape)
+    per_row = max(math.prod(e.stop for e in edges), 1)
+    return (slice(0, max(1, min(shape[0], budget // per_row))), *edges)
 
 
 def summarize_stored(array: Any, label: str, paging: Paging) -> str:
@@ -90,10 +94,9 @@ def summarize_stored(array: Any, label: str, paging: Paging) -> str:
             )
     start, stop = window(paging, shape[0], "rows along axis 0")
     if stop > start:
-        edges = tuple(slice(0, min(n, SHOWN_EDGE)) for n in shape[1:])
         cutoff = any(n > SHOWN_EDGE for n in shape[1:])
         note = f", the first {SHOWN_EDGE} along the other axes" if cutoff else ""
-        index = (slice(start, stop), *edges)
+        index = (slice(start, stop), *_edges(shape))
         rows = loaded_module("numpy").asarray(array[index])
         lines += ["", f"Rows {start:,}-{stop - 1:,} along axis 0 (of {shape[0]:,}{note}):"]
         lines.append(format_array(rows))
