@@ -5,7 +5,7 @@
  * or reject.
  */
 import { ISessionContext, Notification } from '@jupyterlab/apputils';
-import { ICellModel } from '@jupyterlab/cells';
+import { ICellModel, ICodeCellModel } from '@jupyterlab/cells';
 import { INotebookModel } from '@jupyterlab/notebook';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 import { nullTranslator } from '@jupyterlab/translation';
@@ -23,6 +23,7 @@ import {
   INotebookMetadata,
   IProposalCell,
   IProposalNotebook,
+  IRunnableCell,
   handleRequest
 } from './protocol';
 import { ProposalBoard, ProposalCellType } from './proposals';
@@ -34,6 +35,8 @@ const HELLO: JSONObject = {
   frontend: 'jupyterlab',
   version: EXTENSION_VERSION
 };
+
+type IOutputJSON = Parameters<ICodeCellModel['outputs']['add']>[0];
 
 /** Looks cells up by id in a notebook model that may close meanwhile. */
 export class NotebookCells implements ICellLookup {
@@ -101,6 +104,29 @@ export class NotebookCells implements ICellLookup {
       cells.push(json.id ? json : { ...json, id: cell.id });
     }
     return cells;
+  }
+
+  /** The cell with this id as the agent runs it, or undefined. */
+  runnableCell(cellId: string): IRunnableCell | undefined {
+    const cell = this.findCell(cellId);
+    if (!cell) {
+      return undefined;
+    }
+    return {
+      cellType: cell.type,
+      getSource: () => cell.sharedModel.getSource(),
+      setSource: source => cell.sharedModel.setSource(source),
+      setOutputs: outputs => {
+        // As an execution does: through the cell model, which keeps the shared
+        // document (every view, every collaborator) in step.
+        const code = cell as ICodeCellModel;
+        code.sharedModel.transact(() => {
+          code.outputs.clear();
+          outputs.forEach(output => code.outputs.add(output as IOutputJSON));
+          code.executionCount = null;
+        });
+      }
+    };
   }
 
   /** The cell with this id, or undefined. */

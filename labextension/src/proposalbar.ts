@@ -82,9 +82,11 @@ function label(proposal: IProposal, trans: TranslationBundle): HTMLElement {
     element(
       'span',
       'qloop-proposal-label',
-      proposal.kind === 'add'
-        ? trans.__('Proposed by the agent · new cell')
-        : trans.__('Proposed by the agent · edit of this cell')
+      proposal.kind === 'edit'
+        ? trans.__('Proposed by the agent · edit of this cell')
+        : proposal.run
+          ? trans.__('Proposed by the agent · new cell, runs when accepted')
+          : trans.__('Proposed by the agent · new cell')
     )
   );
   if (proposal.risk !== '') {
@@ -197,7 +199,10 @@ export function proposalBar(options: IProposalBarOptions): HTMLElement {
   bar.appendChild(renderDiff(options.before, proposal.source, trans));
 
   const buttons = element('div', 'qloop-proposal-buttons');
-  const accept = button('qloop-proposal-accept', trans.__('Accept'));
+  const accept = button(
+    'qloop-proposal-accept',
+    proposal.run ? trans.__('Accept and run') : trans.__('Accept')
+  );
   const reject = button('qloop-proposal-reject', trans.__('Reject'));
   const acceptAll = button('qloop-proposal-accept-all', trans.__('Accept all'));
   const rejectAll = button('qloop-proposal-reject-all', trans.__('Reject all'));

@@ -25,6 +25,8 @@ export interface IProposal {
   /** The risk class of the code, or '' (markdown). */
   readonly risk: string;
   readonly reasons: readonly string[];
+  /** Accepting also runs the new cell (its outputs land in it). */
+  readonly run?: boolean;
 }
 
 /** What the user decided. */

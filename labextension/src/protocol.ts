@@ -3,14 +3,16 @@
  *
  * Every request carries an `op` and a `request_id`; every request gets exactly
  * one `ack` with the same `request_id`. A malformed request gets `ok: false`
- * with the reason and never throws. The kernel sends five operations: `hello`
+ * with the reason and never throws. The kernel sends these operations: `hello`
  * (which frontend and version is there, which operations it answers, and,
  * when the lookup reaches the notebook, its path and saved approval grants),
  * `set_metadata` (save a record in a cell), `set_notebook_metadata` (save the
  * approval grants in the notebook that holds the given cell),
  * `read_notebook` (a bounded view of the notebook's cells and outputs), and
  * `propose` (a new cell or an edit of a cell, for the user to accept or
- * reject). The ack of `propose` comes when the user decides (or at once for
+ * reject), and, for a cell the agent runs, `cell_source` (a cell's type and
+ * whole source) and `set_outputs` (that cell's new outputs, and its source as
+ * it ran). The ack of `propose` comes when the user decides (or at once for
  * a proposal the kernel sends already accepted, `accepted: true`, by its
  * approval policy or a grant); the others are answered at once. A proposal withdrawn because its comm or notebook closed
  * gets no ack: the kernel takes the closed comm as a rejection.
@@ -49,6 +51,17 @@ export interface ICellLookup {
   cellsJSON?(): ICellJSON[] | undefined;
   /** The notebook's cells as proposals change them, when this lookup can show proposals. */
   proposals?(): IProposalNotebook | undefined;
+  /** A cell the agent may run (its source, and its outputs set), when this lookup can. */
+  runnableCell?(cellId: string): IRunnableCell | undefined;
+}
+
+/** A cell whose source the kernel runs for the agent, and whose outputs it then sets. */
+export interface IRunnableCell {
+  readonly cellType: string;
+  getSource(): string;
+  setSource(source: string): void;
+  /** Replace the cell's outputs (nbformat output JSON) and clear its execution count. */
+  setOutputs(outputs: JSONObject[]): void;
 }
 
 /** A cell that a proposal reads and changes. */
@@ -293,6 +306,10 @@ function parsePropose(data: JSONObject, cells: ICellLookup): IProposeRequest {
   if (!isJSONObject(provenance)) {
     throw new RequestError("'proposal.provenance' must be a JSON object");
   }
+  const run = proposal['run'] ?? false;
+  if (typeof run !== 'boolean') {
+    throw new RequestError("'proposal.run' must be a boolean");
+  }
   const accepted = proposal['accepted'] ?? false;
   if (typeof accepted !== 'boolean') {
     throw new RequestError("'proposal.accepted' must be a boolean");
@@ -313,7 +330,17 @@ function parsePropose(data: JSONObject, cells: ICellLookup): IProposeRequest {
     cellId = proposalCell(proposal, 'target', cells);
   }
   return {
-    proposal: { id, kind, cellType, source, cellId, agentCell, risk, reasons },
+    proposal: {
+      id,
+      kind,
+      cellType,
+      source,
+      cellId,
+      agentCell,
+      risk,
+      reasons,
+      ...(run && kind === 'add' && cellType === 'code' ? { run: true } : {})
+    },
     after,
     provenance,
     accepted
@@ -418,6 +445,56 @@ function propose(
     );
 }
 
+/** The cell named by `target`, which must be a cell this lookup can run. */
+function runnableTarget(data: JSONObject, cells: ICellLookup): IRunnableCell {
+  // Only the notebook holding the running agent cell answers.
+  requireCell(data, cells);
+  const target = requireString(data, 'target');
+  const cell = cells.runnableCell?.(target);
+  if (!cell) {
+    throw new RequestError(`no cell with id ${target}`);
+  }
+  return cell;
+}
+
+function cellSource(data: JSONObject, cells: ICellLookup): JSONObject {
+  const cell = runnableTarget(data, cells);
+  return { cell_type: cell.cellType, source: cell.getSource() };
+}
+
+const OUTPUT_TYPES = ['stream', 'display_data', 'execute_result', 'error'];
+
+function setOutputs(data: JSONObject, cells: ICellLookup): JSONObject {
+  const cell = runnableTarget(data, cells);
+  if (cell.cellType !== 'code') {
+    throw new RequestError(`cell ${String(data['target'])} is not a code cell`);
+  }
+  const source = data['source'];
+  if (typeof source !== 'string') {
+    throw new RequestError("'source' must be a string");
+  }
+  const outputs = data['outputs'];
+  if (
+    !Array.isArray(outputs) ||
+    !outputs.every(
+      output =>
+        isJSONObject(output) &&
+        OUTPUT_TYPES.includes(String(output['output_type']))
+    )
+  ) {
+    throw new RequestError(
+      `'outputs' must be an array of nbformat outputs (${OUTPUT_TYPES.join(', ')})`
+    );
+  }
+  // The source that ran (an edit on the approval card included) stays with
+  // the outputs it gave.
+  if (cell.getSource() !== source) {
+    cell.setSource(source);
+  }
+  cell.setOutputs(outputs as JSONObject[]);
+  return {};
+}
+
 type Operation = (
   data: JSONObject,
   cells: ICellLookup,
@@ -434,7 +511,9 @@ const OPERATIONS: Record<string, Operation> = {
   set_metadata: setMetadata,
   set_notebook_metadata: setNotebookMetadata,
   read_notebook: readNotebook,
-  propose: (data, cells, hello, signal) => propose(data, cells, signal)
+  propose: (data, cells, hello, signal) => propose(data, cells, signal),
+  cell_source: cellSource,
+  set_outputs: setOutputs
 };
 
 function errorMessage(error: unknown): string {

@@ -80,6 +80,17 @@ describe('proposalBar', () => {
     expect(bar.hasAttribute('data-lm-suppress-shortcuts')).toBe(true);
   });
 
+  it('says that a new cell runs when accepted, on its label and its button', () => {
+    const { get } = render({ run: true, risk: 'destructive' });
+    expect(get('.qloop-proposal-label').textContent).toBe(
+      'Proposed by the agent · new cell, runs when accepted'
+    );
+    expect(get('.qloop-proposal-accept').textContent).toBe('Accept and run');
+    expect(get('.qloop-proposal-risk').textContent).toBe('class: destructive');
+    const plain = render();
+    expect(plain.get('.qloop-proposal-accept').textContent).toBe('Accept');
+  });
+
   it('shows an edit as removed and added lines, and no class for markdown', () => {
     const { bar, get } = render(
       {

@@ -391,6 +391,11 @@ describe('propose', () => {
       "'proposal.risk' must be a string"
     ],
     [
+      'a run flag that is not a boolean',
+      addRequest({ run: 1 }),
+      "'proposal.run' must be a boolean"
+    ],
+    [
       'an accepted flag that is not a boolean',
       addRequest({ accepted: 'yes' }),
       "'proposal.accepted' must be a boolean"

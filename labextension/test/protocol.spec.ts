@@ -41,7 +41,9 @@ const OPERATIONS = [
   'set_metadata',
   'set_notebook_metadata',
   'read_notebook',
-  'propose'
+  'propose',
+  'cell_source',
+  'set_outputs'
 ];
 const RECORD: JSONObject = { schema_version: 1, status: 'completed' };
 
@@ -408,5 +410,167 @@ describe('read_notebook', () => {
     expect(
       handleRequest({ op: 'read_notebook', request_id: 2 }, lookup, HELLO)
     ).toMatchObject({ ok: false, error: 'no notebook to read' });
+  });
+});
+
+describe('cell_source and set_outputs', () => {
+  const yjsWarnings = ['Invalid access: Add Yjs type', '[yjs#509]'];
+  let model: NotebookModel;
+  let lookup: NotebookCells;
+  let ids: string[];
+  let warn: jest.SpyInstance;
+
+  beforeEach(() => {
+    const log = console.warn;
+    warn = jest
+      .spyOn(console, 'warn')
+      .mockImplementation((...args: unknown[]) => {
+        const message = String(args[0]);
+        if (!yjsWarnings.some(prefix => message.startsWith(prefix))) {
+          log(...args);
+        }
+      });
+    model = new NotebookModel();
+    model.sharedModel.insertCells(0, [
+      { cell_type: 'code', source: '%%agent\nrun it', metadata: {} },
+      { cell_type: 'markdown', source: 'notes', metadata: {} },
+      {
+        cell_type: 'code',
+        source: 'df.describe()',
+        metadata: {},
+        execution_count: 4,
+        outputs: [{ output_type: 'stream', name: 'stdout', text: 'old\n' }]
+      }
+    ]);
+    lookup = new NotebookCells(
+      () => model,
+      () => 'x.ipynb'
+    );
+    ids = Array.from(model.cells, cell => cell.id);
+  });
+
+  afterEach(() => {
+    model.dispose();
+    warn.mockRestore();
+  });
+
+  it("answers a cell's type and whole source", () => {
+    const ack = handleRequest(
+      { op: 'cell_source', request_id: 1, cell_id: ids[0], target: ids[2] },
+      lookup,
+      HELLO
+    );
+    expect(ack).toEqual({
+      op: 'ack',
+      request_id: 1,
+      ok: true,
+      cell_type: 'code',
+      source: 'df.describe()'
+    });
+    expect(
+      handleRequest(
+        { op: 'cell_source', request_id: 2, cell_id: ids[0], target: ids[1] },
+        lookup,
+        HELLO
+      )
+    ).toMatchObject({ ok: true, cell_type: 'markdown', source: 'notes' });
+  });
+
+  it('refuses a cell the notebook lacks, and a request from another notebook', () => {
+    expect(
+      handleRequest(
+        { op: 'cell_source', request_id: 1, cell_id: ids[0], target: 'gone' },
+        lookup,
+        HELLO
+      )
+    ).toEqual({
+      op: 'ack',
+      request_id: 1,
+      ok: false,
+      error: 'no cell with id gone'
+    });
+    expect(
+      handleRequest(
+        { op: 'cell_source', request_id: 2, cell_id: 'other', target: ids[2] },
+        lookup,
+        HELLO
+      )
+    ).toMatchObject({ ok: false, error: 'no cell with id other' });
+  });
+
+  it("makes the outputs the cell's own, with the source that ran", () => {
+    const outputs = [
+      { output_type: 'stream', name: 'stdout', text: 'ran\n' },
+      {
+        output_type: 'execute_result',
+        execution_count: null,
+        data: { 'text/plain': '42' },
+        metadata: {}
+      }
+    ];
+    const ack = handleRequest(
+      {
+        op: 'set_outputs',
+        request_id: 3,
+        cell_id: ids[0],
+        target: ids[2],
+        source: 'df.describe()  # edited on the card',
+        outputs,
+        effect: 'rebinds df'
+      },
+      lookup,
+      HELLO
+    );
+    expect(ack).toEqual({ op: 'ack', request_id: 3, ok: true });
+    const json = model.cells.get(2).toJSON();
+    expect(json.source).toBe('df.describe()  # edited on the card');
+    expect(json.outputs).toEqual(outputs);
+    expect(json.execution_count).toBeNull();
+    // The shared document holds them: every view and collaborator sees them.
+    const shared = model.sharedModel.toJSON().cells[2];
+    expect(shared.outputs).toEqual(outputs);
+  });
+
+  it('refuses outputs that are not nbformat outputs, and a markdown cell', () => {
+    const before = model.cells.get(2).toJSON();
+    for (const outputs of [
+      'text',
+      [{ output_type: 'script', text: 'x' }],
+      [null]
+    ]) {
+      expect(
+        handleRequest(
+          {
+            op: 'set_outputs',
+            request_id: 4,
+            cell_id: ids[0],
+            target: ids[2],
+            source: 'x = 1',
+            outputs
+          } as unknown as JSONObject,
+          lookup,
+          HELLO
+        )
+      ).toMatchObject({
+        ok: false,
+        error:
+          "'outputs' must be an array of nbformat outputs (stream, display_data, execute_result, error)"
+      });
+    }
+    expect(
+      handleRequest(
+        {
+          op: 'set_outputs',
+          request_id: 5,
+          cell_id: ids[0],
+          target: ids[1],
+          source: 'notes',
+          outputs: []
+        },
+        lookup,
+        HELLO
+      )
+    ).toMatchObject({ ok: false, error: `cell ${ids[1]} is not a code cell` });
+    expect(model.cells.get(2).toJSON()).toEqual(before);
   });
 });

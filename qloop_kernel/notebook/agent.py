@@ -56,7 +56,9 @@ class KernelAgent:
         self.shell = shell
         self.base_settings = settings  # from config and environment: the policy for hidden code
         self.manager = ConversationManager(settings=settings)
-        self.watch: TurnWatch | None = None  # the running turn's TurnWatch: bounds each step (deadline.py)
+        self.watch: TurnWatch | None = (
+            None  # the running turn's TurnWatch: bounds each step (deadline.py)
+        )
         self.step_running = False  # an approved step runs: qloop commands are refused (guard.py)
         self.saved_records: dict[str, Any] = {}  # cell id -> its saved record as last sent
         self.grants = Grants()  # what runs without a card: cell, session and notebook grants
@@ -119,11 +121,14 @@ class KernelAgent:
         cells = proposal_tools(proposals) if proposals is not None else []
         return builtin + cells + self.mcp_tools()
 
-    def cell_proposals(self, cell: CellContext) -> CellProposals | None:
+    def cell_proposals(self, cell: CellContext, settings: Settings) -> CellProposals | None:
         """Where the agent may propose cells: a page whose extension shows proposals, or
-        ``qloop run`` (which sent the notebook's view and applies them); None elsewhere."""
+        ``qloop run`` (which sent the notebook's view and applies them); None elsewhere. Where
+        the page also takes a cell's outputs, the agent may run cells (cell_runs.py)."""
+        from .cell_runs import CELL_OPS, CellRuns
+        from .code import CodeRunner
         from .proposals import CellProposals
-        from .tools import code_classifier
+        from .tools import code_classifier, session_private_variables
 
         source = self.notebook_source(cell)
         if source is None or not cell.cell_id:
@@ -139,7 +144,13 @@ class KernelAgent:
             cells = view.get("cells") if isinstance(view, dict) else None
             return [str(c.get("id")) for c in cells] if isinstance(cells, list) else None
 
-        return CellProposals(cell.cell_id, page, view_ids, code_classifier(self.shell))
+        runs = None
+        if page is not None and page.operations >= CELL_OPS:
+            private = session_private_variables(self.shell)
+            runner = CodeRunner(self.shell, timeout_s=settings.code_timeout, private=private)
+            runs = CellRuns(cell.cell_id, page, runner)
+        classify = code_classifier(self.shell)
+        return CellProposals(cell.cell_id, page, view_ids, classify, runs=runs)
 
     def notebook_source(self, cell: CellContext | None) -> NotebookSource | None:
         """What answers read_notebook for ``cell``: the view ``qloop run`` sent with it, or the
@@ -214,9 +225,7 @@ class KernelAgent:
     def policy_for(self, settings: Settings, cell: CellContext) -> Policy:
         return settings.approve or ("ask" if cell.interactive else "readonly")
 
-    def runtime_for(
-        self, settings: Settings, cell: CellContext, tools: list[Tool]
-    ) -> ToolRuntime:
+    def runtime_for(self, settings: Settings, cell: CellContext, tools: list[Tool]) -> ToolRuntime:
         """The turn's ToolRuntime: the policy by risk class, the grants, and the card when someone
         can click (every call that runs without one is shown, with its code)."""
         from ..tools.runtime import ToolRuntime
@@ -307,7 +316,7 @@ class KernelAgent:
         policy = self.policy_for(settings, cell)
         self.load_notebook_grants(cell)
         review_project_files(self.mcp, cell)
-        proposals = self.cell_proposals(cell)
+        proposals = self.cell_proposals(cell, settings)
         tools = self.tools(settings, cell, proposals)
         runtime = self.runtime_for(settings, cell, tools)
         if proposals is not None:  # the page decides the proposals, the card the rest

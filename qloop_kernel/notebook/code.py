@@ -9,6 +9,7 @@ variables the step created, changed and deleted (``undo``: saved before it runs,
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from dataclasses import dataclass
@@ -52,6 +53,18 @@ class CodeRunner:
         Args:
             code: Python source to run, as it would be typed in a notebook cell.
         """
+        ran = self.execute(code)
+        with ran.redacting():
+            # The outputs appear in the agent cell, below the call's card, bounded like the model's view.
+            show_bounded(ran.captured, self.max_output_chars or session_output_limit(self.shell))
+            content = ran.content()
+        return ran.answer(content)
+
+    def execute(self, code: str, *, own_result: bool = False) -> Ran:
+        """Run ``code`` as a step (saved for undo, under the time limit and Stop, what it starts on
+        a cluster stopped with it), capturing what it printed and displayed. ``own_result``: the
+        last expression's value is kept for the caller instead of being shown in the running cell
+        (a notebook cell the agent runs shows it as its own ``Out``)."""
         from IPython.utils.capture import capture_output
 
         from .undo import undo_log
@@ -64,12 +77,14 @@ class CodeRunner:
         clusters = ClusterStep.begin()  # what the step starts on dask or Spark, stopped with it
         code_limit = _code_limit(self.timeout_s)
         result: Any = None
+        kept = _OwnOutputs(self.shell, code) if own_result else None
         try:
             with (
                 redacting_also(before),
                 capture_output(display=True) as captured,
                 descriptor_output(kernel_streams),  # a subprocess's or a C library's output too
                 time_limit(self.timeout_s, _timeout_message(self.timeout_s)),
+                kept if kept is not None else contextlib.nullcontext(),
             ):
                 _accept_parents(self.shell.display_pub)
                 result = self.shell.run_cell(code, store_history=False, silent=False)
@@ -80,21 +95,77 @@ class CodeRunner:
             cancelled = clusters.end(stopped=result is None or stop is not None)
         if stop is not None and not isinstance(error, (StepStopped, KeyboardInterrupt)):
             error = StepStopped(stop)  # a stop a library reported as its own error (py4j)
+        value = kept.value if kept is not None else (result.result if result is not None else None)
         # Private values as they were before and after the code: it may have set them.
-        with redacting_also([*before, *private.values(self.shell.user_ns)]):
-            # The outputs appear in the agent cell, below the call's card, bounded like the model's view.
-            show_bounded(captured, self.max_output_chars or session_output_limit(self.shell))
-            if isinstance(error, KeyboardInterrupt):
-                raise KeyboardInterrupt  # the user's interrupt ends the turn, not a tool failure
-            content = _content(captured, result.result, error, cancelled)
-            if step.changes:  # the model learns what its step did to the namespace
-                content[0] = {**content[0], "text": f"{content[0]['text']}\n\n{step.text()}"}
-            content = [
-                {**b, "text": redact_text(b["text"])} if b["type"] == "text" else b for b in content
-            ]
-        if error is not None:
+        secrets = [*before, *private.values(self.shell.user_ns)]
+        traceback = kept.traceback if kept is not None else None
+        return Ran(captured, value, error, cancelled, step, secrets, traceback)
+
+
+@dataclass
+class Ran:
+    """What one step captured: its outputs, the last expression's value, its error, what it
+    stopped on a cluster and what it did to the namespace (``step``, from the undo log)."""
+
+    captured: Any
+    value: Any
+    error: BaseException | None
+    cancelled: list[str]
+    step: Any  # undo.Step
+    secrets: list[str]  # private values to redact from what it shows
+    traceback: list[str] | None = None  # the error as IPython shows it (kept with own_result)
+
+    def redacting(self) -> Any:
+        return redacting_also(self.secrets)
+
+    def content(self) -> list[Block]:
+        """What the model reads (call inside :meth:`redacting`): outputs, value, error, and what
+        the step did to the namespace."""
+        if isinstance(self.error, KeyboardInterrupt):
+            raise KeyboardInterrupt  # the user's interrupt ends the turn, not a tool failure
+        content = _content(self.captured, self.value, self.error, self.cancelled)
+        if self.step.changes:  # the model learns what its step did to the namespace
+            content[0] = {**content[0], "text": f"{content[0]['text']}\n\n{self.step.text()}"}
+        return [
+            {**b, "text": redact_text(b["text"])} if b["type"] == "text" else b for b in content
+        ]
+
+    def answer(self, content: list[Block]) -> list[Block]:
+        """``content`` as the tool's result, or the failure the model reads."""
+        if self.error is not None:
             raise ToolFailure("\n".join(b["text"] for b in content if b["type"] == "text"))
         return content
+
+
+class _OwnOutputs:
+    """While it is entered, the last expression's value and the traceback of an error are kept
+    here instead of being shown in the running cell: IPython's display hook and traceback answer
+    to the agent cell, and a notebook cell the agent runs shows them as its own outputs."""
+
+    def __init__(self, shell: Any, code: str) -> None:
+        from IPython.core.displayhook import DisplayHook
+
+        self.value: Any = None
+        self.traceback: list[str] | None = None
+        self._shell = shell
+        self._quiet = DisplayHook.semicolon_at_end_of_expression(code)
+        self._saved: Any = None
+
+    def __call__(self, value: Any) -> None:
+        if value is not None and not self._quiet:
+            self.value = value
+
+    def _keep_traceback(self, etype: Any, evalue: Any, stb: list[str]) -> None:
+        self.traceback = list(stb)
+
+    def __enter__(self) -> _OwnOutputs:
+        self._saved, sys.displayhook = sys.displayhook, self
+        self._shell._showtraceback = self._keep_traceback  # the instance's, over the class's
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        sys.displayhook = self._saved
+        vars(self._shell).pop("_showtraceback", None)
 
 
 def bounded_output(text: str, limit: int) -> str:

@@ -20,15 +20,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import ToolFailure
+from ..messages import Block  # noqa: TC001 - the tools' hints are read at run time
 from ..notebook_view import SOURCE_CHARS
 from ..permissions import Approve, ApproveEdited, Deny
 from ..records import signing
-from ..tools.risk import Assessment, Reason
+from ..tools.risk import Assessment, Reason, severity
 from ..tools.runtime import Tool
 
 if TYPE_CHECKING:
     from ..permissions import ApprovalRequest, Approver, Decision
     from ..records import CellRecord
+    from .cell_runs import CellRuns
     from .notebook_grants import NotebookGrantStore
 
 PROPOSAL_TOOLS = ("add_cell", "edit_cell")
@@ -70,6 +72,7 @@ class CellProposals:
     page: NotebookGrantStore | None  # the page that runs the cell, when it shows proposals
     view_ids: Callable[[], list[str] | None]  # the notebook's cell ids (None: not known)
     classify_code: Callable[[dict[str, Any]], Assessment]
+    runs: CellRuns | None = None  # where the page takes outputs: add_cell may run the cell
     added: list[str] = field(default_factory=list)  # ids of the cells this turn added
     _answer: dict[str, Any] | None = None  # the page's answer to the proposal being run
 
@@ -115,6 +118,7 @@ class CellProposals:
             "reasons": [str(r) for r in assessment.reasons[1:]] if assessment else [],
             "provenance": provenance(self.agent_cell, call_id, source),
             "accepted": accepted,
+            "run": bool(input.get("run")),  # accepting also runs it
         }
         if tool == "add_cell":
             proposal.update(cell_type=input.get("cell_type", "code"), after=self._after(input))
@@ -144,7 +148,7 @@ class CellProposals:
 
     # -- what a proposal that passed the pipeline does ---------------------------------------
 
-    def apply(self, call_id: str, tool: str, input: dict[str, Any]) -> str:
+    def apply(self, call_id: str, tool: str, input: dict[str, Any]) -> str | list[Block]:
         """The result the model reads for an accepted proposal (and, where the page has not
         shown it yet, the proposal sent as accepted)."""
         answer, self._answer = self._answer, None
@@ -162,9 +166,21 @@ class CellProposals:
             where = self._after(input)
             cell_id = self._new_id(answer, source)
             self.added.append(cell_id)
-            return f"accepted: added cell {cell_id} after {where}" + _by_user(answer, edited)
+            said = f"accepted: added cell {cell_id} after {where}" + _by_user(answer, edited)
+            if input.get("run") and self.runs is not None and input.get("cell_type") == "code":
+                return self._run_added(said, cell_id, source)
+            return said
         target = str(input.get("cell_id", ""))
         return f"accepted: cell {target} now has the proposed source" + _by_user(answer, edited)
+
+    def _run_added(self, said: str, cell_id: str, source: str) -> list[Block]:
+        """Run the accepted cell (its accepted source): the model reads both."""
+        assert self.runs is not None
+        try:
+            content = self.runs.run(cell_id, source)
+        except ToolFailure as exc:
+            raise ToolFailure(f"{said}; running it failed:\n{exc}") from None
+        return [{**content[0], "text": f"{said}; it ran.\n{content[0]['text']}"}, *content[1:]]
 
     def _new_id(self, answer: Mapping[str, Any] | None, source: str) -> str:
         given = answer.get("cell_id") if answer is not None else None
@@ -199,10 +215,7 @@ def where_now(record: CellRecord, view: Mapping[str, Any] | None) -> list[str]:
         now = cells.get(cell_id)
         if now is None:
             state = "was deleted since"
-        elif (
-            now.get("source_chars") != len(source)
-            or now.get("source") != source[:SOURCE_CHARS]
-        ):
+        elif now.get("source_chars") != len(source) or now.get("source") != source[:SOURCE_CHARS]:
             state = "was edited since; the replay leaves it as it is"
         else:
             state = "is in the notebook as accepted"
@@ -233,11 +246,12 @@ class _ByTool:
 
 
 def proposal_tools(proposals: CellProposals) -> list[Tool]:
-    """add_cell and edit_cell, deciding through ``proposals``."""
+    """add_cell and edit_cell, deciding through ``proposals``; where the page takes a cell's
+    outputs, add_cell may also run the accepted cell, and run_cell runs an existing one."""
 
     def add_cell(
         source: str, cell_type: Literal["code", "markdown"] = "code", after: str | None = None
-    ) -> str:
+    ) -> str | list[Block]:
         """Propose a new notebook cell for work the user will keep (a cleaning step, a plot, a
         model fit, an explanation in markdown). The user sees it in the notebook and accepts or
         rejects it; an accepted cell is an ordinary cell and does not run by itself. To look at
@@ -252,7 +266,29 @@ def proposal_tools(proposals: CellProposals) -> list[Tool]:
         return proposals.apply(_current_call(), "add_cell", {
             "source": source, "cell_type": cell_type, "after": after})  # fmt: skip
 
-    def edit_cell(cell_id: str, source: str) -> str:
+    def add_cell_that_runs(
+        source: str,
+        cell_type: Literal["code", "markdown"] = "code",
+        after: str | None = None,
+        run: bool = False,
+    ) -> str | list[Block]:
+        """Propose a new notebook cell for work the user will keep (a cleaning step, a plot, a
+        model fit, an explanation in markdown). The user sees it in the notebook and accepts or
+        rejects it; an accepted cell is an ordinary cell. With run, accepting it also runs it:
+        its outputs land in the cell and you read them, with what it did to the variables. To
+        look at data or check something, use run_code instead.
+
+        Args:
+            source: the cell's source
+            cell_type: code or markdown
+            after: the id of the cell to put it after (default: after this agent cell, or after
+                the last cell this turn added)
+            run: run the code cell once the user accepts it (its risk class is then the code's)
+        """
+        return proposals.apply(_current_call(), "add_cell", {
+            "source": source, "cell_type": cell_type, "after": after, "run": run})  # fmt: skip
+
+    def edit_cell(cell_id: str, source: str) -> str | list[Block]:
         """Propose a new source for an existing cell (read_notebook gives the ids). The user sees
         the change as a diff in the notebook and accepts or rejects it.
 
@@ -267,12 +303,24 @@ def proposal_tools(proposals: CellProposals) -> list[Tool]:
         code = (
             proposals.classify_code({"code": input.get("source", "")}) if kind == "code" else None
         )
-        return _notebook_edit(code, kind)
+        edit = _notebook_edit(code, kind)
+        if input.get("run") and code is not None:  # accepting runs it: the code's class counts
+            if severity(code.risk) > severity(edit.risk):
+                return Assessment(code.risk, edit.reasons, code.may_change)
+            return Assessment(edit.risk, edit.reasons, code.may_change)
+        return edit
 
-    return [
-        Tool.from_function(add_cell, editable_field="source", classify=classify),
+    runs = proposals.runs
+    adding = add_cell_that_runs if runs is not None else add_cell
+    tools = [
+        Tool.from_function(adding, name="add_cell", editable_field="source", classify=classify),
         Tool.from_function(edit_cell, editable_field="source", classify=classify),
     ]
+    if runs is not None:
+        from .cell_runs import run_cell_tool
+
+        tools.append(run_cell_tool(runs, proposals.classify_code))
+    return tools
 
 
 def _current_call() -> str:

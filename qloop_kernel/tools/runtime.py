@@ -51,6 +51,7 @@ def running_call_id() -> str | None:
     """The id of the tool call whose function is running now (None outside one)."""
     return _RUNNING_CALL.get()
 
+
 MAX_RESULT_CHARS = 20_000
 _ARG_LINE = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.+)$")
 
@@ -75,6 +76,9 @@ class Tool:
     classify: Callable[[dict[str, Any]], Assessment] | None = None
     replayable: bool = False
     notices: tuple[str, ...] = ()  # lines its approval card shows (an MCP tool: its server)
+    # The input as it is decided and runs, from the model's (run_cell reads the cell's source):
+    # the card, the policy and the record see what ``prepare`` returns. Raises ToolFailure.
+    prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     _schema: dict[str, Any] | None = field(default=None, init=False, repr=False)
 
     @classmethod
@@ -376,6 +380,15 @@ class ToolRuntime:
             validated = tool.input_model.model_validate(call.input)
         except ValidationError as exc:
             return self._error(call, format_validation_error(tool, exc))
+        if tool.prepare is not None:
+            try:
+                prepared = tool.prepare(validated.model_dump(mode="json"))
+                validated = tool.input_model.model_validate(prepared)
+            except (ToolInputError, ToolFailure) as exc:
+                return self._error(call, str(exc))
+            except ValidationError as exc:
+                return self._error(call, format_validation_error(tool, exc))
+            call = ToolCall(call.id, call.name, validated.model_dump(mode="json"))
         kind, denial, waited, validated = self._permit(tool, call, validated)
         if denial is not None:
             return self._denied(call, denial, waited)
