@@ -118,13 +118,13 @@ export class NotebookCells implements ICellLookup {
       setSource: source => cell.sharedModel.setSource(source),
       setOutputs: outputs => {
         // As an execution does: through the cell model, which keeps the shared
-        // document (every view, every collaborator) in step.
+        // document (every view, every collaborator) in step. Not inside one
+        // shared-model transaction: the model would take the transaction's
+        // output changes back from the shared document and show them twice.
         const code = cell as ICodeCellModel;
-        code.sharedModel.transact(() => {
-          code.outputs.clear();
-          outputs.forEach(output => code.outputs.add(output as IOutputJSON));
-          code.executionCount = null;
-        });
+        code.outputs.clear();
+        outputs.forEach(output => code.outputs.add(output as IOutputJSON));
+        code.executionCount = null;
       }
     };
   }

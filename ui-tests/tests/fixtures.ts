@@ -29,6 +29,7 @@ export interface INotebookFile {
   cells: {
     id: string;
     cell_type: string;
+    source?: string | string[];
     metadata: Record<string, any>;
     outputs?: { output_type: string; data?: Record<string, any> }[];
   }[];
