@@ -58,7 +58,8 @@ def test_run_cell_runs_the_source_the_card_showed_and_its_outputs_land_in_that_c
     assert outputs[0] == {"output_type": "stream", "name": "stdout", "text": "rows 2\n"}
     assert outputs[1]["data"]["text/plain"] == "(2, 1)"
     assert outputs[1]["execution_count"] is None
-    assert "df" in sent["effect"]  # what the run did to the namespace
+    assert sent["effect"] == "df: DataFrame 3×1 → 2×1"  # what the run did to the namespace
+    assert "namespace changes" not in sent["effect"]
     answer(lab, comm_id, sent)
     assert lab.complete(cell, 60)["content"]["status"] == "ok"
     result = result_text(tool_results(api.requests[1])[0])

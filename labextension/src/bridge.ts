@@ -116,7 +116,7 @@ export class NotebookCells implements ICellLookup {
       cellType: cell.type,
       getSource: () => cell.sharedModel.getSource(),
       setSource: source => cell.sharedModel.setSource(source),
-      setOutputs: outputs => {
+      setOutputs: (outputs, effect) => {
         // As an execution does: through the cell model, which keeps the shared
         // document (every view, every collaborator) in step. Not inside one
         // shared-model transaction: the model would take the transaction's
@@ -125,6 +125,7 @@ export class NotebookCells implements ICellLookup {
         code.outputs.clear();
         outputs.forEach(output => code.outputs.add(output as IOutputJSON));
         code.executionCount = null;
+        this._board?.showEffect(cellId, effect);
       }
     };
   }

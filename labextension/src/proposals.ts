@@ -47,6 +47,7 @@ interface IWaiting {
 /** The waiting proposals of one notebook. */
 export class ProposalBoard {
   private readonly _waiting = new Map<string, IWaiting>();
+  private readonly _effects = new Map<string, string>();
   private readonly _listeners = new Set<() => void>();
   private _disposed = false;
 
@@ -66,7 +67,35 @@ export class ProposalBoard {
       .length;
   }
 
-  /** Call `listener` whenever a proposal comes or goes; returns the disconnect. */
+  /**
+   * What the cells the agent ran did to the kernel's variables, by cell id:
+   * shown on the cell until the user dismisses it or runs the cell again.
+   */
+  get effects(): ReadonlyMap<string, string> {
+    return this._effects;
+  }
+
+  /** The agent ran cell `cellId`: show what it did (nothing to show clears it). */
+  showEffect(cellId: string, effect: string): void {
+    if (this._disposed || this._effects.get(cellId) === (effect || undefined)) {
+      return;
+    }
+    if (effect) {
+      this._effects.set(cellId, effect);
+    } else {
+      this._effects.delete(cellId);
+    }
+    this._emit();
+  }
+
+  /** Stop showing the effect on cell `cellId`. */
+  dismissEffect(cellId: string): void {
+    if (this._effects.delete(cellId)) {
+      this._emit();
+    }
+  }
+
+  /** Call `listener` whenever a proposal or an effect comes or goes; returns the disconnect. */
   onChanged(listener: () => void): () => void {
     this._listeners.add(listener);
     return () => this._listeners.delete(listener);
@@ -131,6 +160,7 @@ export class ProposalBoard {
   dispose(): void {
     this._disposed = true;
     Array.from(this._waiting.keys()).forEach(id => this._settle(id, null));
+    this._effects.clear();
     this._listeners.clear();
   }
 

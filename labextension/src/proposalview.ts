@@ -2,7 +2,9 @@
  * Shows the waiting proposals of a notebook in one of its views: a bar on
  * top of each proposed cell (or cell proposed for an edit), whose buttons
  * decide the proposal on the notebook's board. Two views of one notebook
- * show the same proposals, and either decides them.
+ * show the same proposals, and either decides them. A cell the agent ran
+ * shows what the run did to the kernel's variables, until the user dismisses
+ * it or runs the cell.
  */
 import { Cell } from '@jupyterlab/cells';
 import { Notebook, NotebookPanel } from '@jupyterlab/notebook';
@@ -14,6 +16,9 @@ import { IDecision, IProposal, ProposalBoard } from './proposals';
 
 /** Class of a cell that has a proposal bar. */
 export const PROPOSED_CELL_CLASS = 'qloop-proposed-cell';
+
+/** Class of the note on a cell the agent ran, saying what the run did. */
+export const EFFECT_CLASS = 'qloop-cell-effect';
 
 interface IShownBar {
   proposal: IProposal;
@@ -95,6 +100,59 @@ function detach(shown: IShownBar, others: Iterable<IShownBar>): void {
   }
 }
 
+interface IShownEffect {
+  effect: string;
+  cell: Cell;
+  widget: Widget;
+  stop: () => void;
+}
+
+/** Put the note of what the agent's run of `cell` did on top of the cell. */
+function attachEffect(
+  cell: Cell,
+  effect: string,
+  board: ProposalBoard,
+  trans: TranslationBundle
+): IShownEffect | null {
+  if (!(cell.layout instanceof PanelLayout)) {
+    return null;
+  }
+  const cellId = cell.model.id;
+  const node = document.createElement('div');
+  node.className = EFFECT_CLASS;
+  node.setAttribute('role', 'status');
+  const label = document.createElement('span');
+  label.className = `${EFFECT_CLASS}-label`;
+  label.textContent = trans.__('Run by the agent');
+  const text = document.createElement('span');
+  text.className = `${EFFECT_CLASS}-text`;
+  text.textContent = effect; // text only: the kernel's words, never markup
+  const dismiss = document.createElement('button');
+  dismiss.type = 'button';
+  dismiss.className = `${EFFECT_CLASS}-dismiss`;
+  dismiss.textContent = trans.__('Dismiss');
+  dismiss.addEventListener('click', () => {
+    cell.node.focus();
+    board.dismissEffect(cellId);
+  });
+  node.append(label, text, dismiss);
+  const widget = new Widget({ node });
+  cell.layout.insertWidget(0, widget);
+  // The user's own run of the cell replaces what the agent's run did.
+  const ran = (_: unknown, change: { name: string; newValue: unknown }) => {
+    if (change.name === 'executionCount' && change.newValue !== null) {
+      board.dismissEffect(cellId);
+    }
+  };
+  cell.model.stateChanged.connect(ran);
+  const stop = () => {
+    if (!cell.isDisposed) {
+      cell.model.stateChanged.disconnect(ran);
+    }
+  };
+  return { effect, cell, widget, stop };
+}
+
 /** Show the board's waiting proposals in a notebook view, as they come and go. */
 export function showProposals(
   notebook: Notebook,
@@ -102,10 +160,33 @@ export function showProposals(
   trans: TranslationBundle
 ): void {
   const shown = new Map<string, IShownBar>();
+  const effects = new Map<string, IShownEffect>();
+  const syncEffects = () => {
+    for (const [cellId, note] of Array.from(effects)) {
+      if (
+        board.effects.get(cellId) !== note.effect ||
+        cellWidget(notebook, cellId) !== note.cell
+      ) {
+        note.stop();
+        note.widget.dispose();
+        effects.delete(cellId);
+      }
+    }
+    for (const [cellId, effect] of board.effects) {
+      const cell = cellWidget(notebook, cellId);
+      if (!effects.has(cellId) && cell) {
+        const note = attachEffect(cell, effect, board, trans);
+        if (note) {
+          effects.set(cellId, note);
+        }
+      }
+    }
+  };
   const sync = () => {
     if (notebook.isDisposed) {
       return;
     }
+    syncEffects();
     const waiting = new Map(board.waiting.map(p => [p.id, p]));
     for (const [id, bar] of Array.from(shown)) {
       const proposal = waiting.get(id);
@@ -139,6 +220,8 @@ export function showProposals(
     cells?.changed.disconnect(sync);
     shown.forEach(bar => bar.stop());
     shown.clear();
+    effects.forEach(note => note.stop());
+    effects.clear();
   });
   sync();
 }

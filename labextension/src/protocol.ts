@@ -60,8 +60,12 @@ export interface IRunnableCell {
   readonly cellType: string;
   getSource(): string;
   setSource(source: string): void;
-  /** Replace the cell's outputs (nbformat output JSON) and clear its execution count. */
-  setOutputs(outputs: JSONObject[]): void;
+  /**
+   * Replace the cell's outputs (nbformat output JSON) and clear its execution
+   * count; `effect` says what the run did to the kernel's variables ('' for
+   * nothing), shown on the cell.
+   */
+  setOutputs(outputs: JSONObject[], effect: string): void;
 }
 
 /** A cell that a proposal reads and changes. */
@@ -486,12 +490,16 @@ function setOutputs(data: JSONObject, cells: ICellLookup): JSONObject {
       `'outputs' must be an array of nbformat outputs (${OUTPUT_TYPES.join(', ')})`
     );
   }
+  const effect = data['effect'] ?? '';
+  if (typeof effect !== 'string') {
+    throw new RequestError("'effect' must be a string");
+  }
   // The source that ran (an edit on the approval card included) stays with
   // the outputs it gave.
   if (cell.getSource() !== source) {
     cell.setSource(source);
   }
-  cell.setOutputs(outputs as JSONObject[]);
+  cell.setOutputs(outputs as JSONObject[], effect);
   return {};
 }
 

@@ -3,6 +3,7 @@
  * it waits, its buttons deciding the proposal through the whole request, and
  * nothing left behind once it is decided or withdrawn.
  */
+import { ICodeCellModel } from '@jupyterlab/cells';
 import { NotebookModel } from '@jupyterlab/notebook';
 import { NBTestUtils } from '@jupyterlab/notebook/lib/testutils';
 import { nullTranslator } from '@jupyterlab/translation';
@@ -13,7 +14,11 @@ import { NotebookCells } from '../src/bridge';
 import { IAck, PROVENANCE_KEY, handleRequest } from '../src/protocol';
 import { BAR_CLASS } from '../src/proposalbar';
 import { ProposalBoard } from '../src/proposals';
-import { PROPOSED_CELL_CLASS, showProposals } from '../src/proposalview';
+import {
+  EFFECT_CLASS,
+  PROPOSED_CELL_CLASS,
+  showProposals
+} from '../src/proposalview';
 
 const trans = nullTranslator.load('qloop');
 const HELLO: JSONObject = { frontend: 'jupyterlab', version: '9.9.9' };
@@ -166,5 +171,56 @@ describe('showProposals', () => {
     expect(allBars()).toEqual([]);
     expect(notebook.widgets[0].hasClass(PROPOSED_CELL_CLASS)).toBe(false);
     expect(model.sharedModel.toJSON()).toEqual(before);
+  });
+
+  function ran(effect: unknown): void {
+    const ack = handleRequest(
+      {
+        op: 'set_outputs',
+        request_id: 'r',
+        cell_id: ids[0],
+        target: ids[1],
+        source: 'df.head()',
+        outputs: [{ output_type: 'stream', name: 'stdout', text: 'x\n' }],
+        effect
+      } as JSONObject,
+      lookup,
+      HELLO
+    );
+    expect(ack).toMatchObject({ ok: true });
+  }
+
+  function notes(index: number): HTMLElement[] {
+    return Array.from(
+      notebook.widgets[index].node.querySelectorAll(`.${EFFECT_CLASS}`)
+    );
+  }
+
+  it("shows what the agent's run of a cell did, as text, until dismissed", () => {
+    ran('rebinds df: 10,000×12 → 9,412×12\n<b>creates</b> z');
+    const [note] = notes(1);
+    expect(notebook.widgets[1].node.firstElementChild).toBe(note);
+    expect(note.textContent).toContain('Run by the agent');
+    expect(note.textContent).toContain('rebinds df: 10,000×12 → 9,412×12');
+    expect(note.textContent).toContain('<b>creates</b> z');
+    expect(note.querySelector('b')).toBeNull();
+    expect(notes(0)).toEqual([]);
+    (note.querySelector(`.${EFFECT_CLASS}-dismiss`) as HTMLElement).click();
+    expect(notes(1)).toEqual([]);
+    expect(board.effects.size).toBe(0);
+  });
+
+  it('takes the note away when the user runs the cell, and shows none for a run that changed nothing', () => {
+    ran('creates z');
+    expect(notes(1)).toHaveLength(1);
+    (notebook.widgets[1].model as ICodeCellModel).executionCount = 7;
+    expect(notes(1)).toEqual([]);
+    ran('');
+    expect(notes(1)).toEqual([]);
+    ran('creates z');
+    ran('deletes z');
+    const shown = notes(1);
+    expect(shown).toHaveLength(1);
+    expect(shown[0].textContent).toContain('deletes z');
   });
 });

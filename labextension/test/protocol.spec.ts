@@ -571,6 +571,21 @@ describe('cell_source and set_outputs', () => {
         HELLO
       )
     ).toMatchObject({ ok: false, error: `cell ${ids[1]} is not a code cell` });
+    expect(
+      handleRequest(
+        {
+          op: 'set_outputs',
+          request_id: 6,
+          cell_id: ids[0],
+          target: ids[2],
+          source: 'x = 1',
+          outputs: [],
+          effect: 3
+        },
+        lookup,
+        HELLO
+      )
+    ).toMatchObject({ ok: false, error: "'effect' must be a string" });
     expect(model.cells.get(2).toJSON()).toEqual(before);
   });
 });

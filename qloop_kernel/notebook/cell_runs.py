@@ -9,7 +9,8 @@ outputs (``set_outputs`` on the ``qloop`` comm). The source that runs is the cel
 holds it when the call is decided (``cell_source``): the card or the policy decides on exactly
 that source, an edit on the card becomes the cell's source, and what runs is what was decided.
 The model reads the outputs, bounded like a run_code result, with what the run did to the
-namespace; the agent cell shows that effect ("rebinds df: 10,000×12 → 9,412×12").
+namespace; the agent cell and a note on the cell that ran show that effect ("df: DataFrame
+10000×12 → 9412×12").
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ class CellRuns:
         ran = self.runner.execute(source, own_result=True)
         with ran.redacting():
             outputs = redact(cell_outputs(ran))
-            effect = ran.step.text() if ran.step.changes else ""
+            effect = "; ".join(ran.step.lines()) if ran.step.changes else ""
             answer = self.page.request(
                 "set_outputs", cell_id=self.agent_cell, target=cell_id, source=source,
                 outputs=outputs, effect=effect,

@@ -108,6 +108,12 @@ async function acceptAndRun(page: Page, standIn: IStandIn): Promise<void> {
   await expect(added.locator('.jp-OutputArea-output')).toHaveText('z is 42', {
     timeout: 30000
   });
+  // What the run did to the variables shows on the cell, until dismissed.
+  const note = added.locator('.qloop-cell-effect');
+  await expect(note).toContainText('Run by the agent');
+  await expect(note).toContainText('z: created (int 42)');
+  await note.getByRole('button', { name: 'Dismiss' }).click();
+  await expect(note).toHaveCount(0);
 }
 
 for (const theme of THEMES) {
