@@ -174,6 +174,7 @@ function proposalCell(cell: ICellModel): IProposalCell {
     getSource: () => cell.sharedModel.getSource(),
     setSource: source => cell.sharedModel.setSource(source),
     setMetadata: (key, value) => cell.setMetadata(key, value),
+    getMetadata: key => cell.getMetadata(key),
     deleteMetadata: key => cell.deleteMetadata(key)
   };
 }

@@ -12,7 +12,7 @@
  * `propose` (a new cell or an edit of a cell, for the user to accept or
  * reject), and, for a cell the agent runs, `cell_source` (a cell's type and
  * whole source) and `set_outputs` (that cell's new outputs, and its source as
- * it ran). The ack of `propose` comes when the user decides (or at once for
+ * it ran), and `revert_cell` (the user's Undo of an accepted cell). The ack of `propose` comes when the user decides (or at once for
  * a proposal the kernel sends already accepted, `accepted: true`, by its
  * approval policy or a grant); the others are answered at once. A proposal withdrawn because its comm or notebook closed
  * gets no ack: the kernel takes the closed comm as a rejection.
@@ -72,6 +72,7 @@ export interface IRunnableCell {
 export interface IProposalCell extends ICellMetadata {
   getSource(): string;
   setSource(source: string): void;
+  getMetadata(key: string): unknown;
   deleteMetadata(key: string): void;
 }
 
@@ -366,9 +367,14 @@ function accept(
       reason: DELETED_REASON
     };
   }
+  // What an accepted edit replaced, for Undo to put back.
+  const before: JSONObject = {};
   if (proposal.kind === 'add') {
     cell.deleteMetadata(PROPOSAL_KEY);
   } else {
+    const earlier = cell.getMetadata(PROVENANCE_KEY);
+    before['previous'] = cell.getSource();
+    before['previous_provenance'] = isJSONObject(earlier) ? earlier : null;
     cell.setSource(proposal.source);
   }
   cell.setMetadata(PROVENANCE_KEY, provenance);
@@ -376,8 +382,59 @@ function accept(
     decision: 'accepted',
     cell_id: proposal.cellId,
     source: cell.getSource(),
-    reason: ''
+    reason: '',
+    ...before
   };
+}
+
+/**
+ * Take an accepted cell back (the user's Undo of the step that made it): an
+ * added cell is deleted, an edited cell gets its source and provenance from
+ * before. Refused when the cell's source is no longer the accepted one: the
+ * user's later work is never undone.
+ */
+function revertCell(data: JSONObject, cells: ICellLookup): JSONObject {
+  requireCell(data, cells);
+  const notebook = cells.proposals?.();
+  if (!notebook) {
+    throw new RequestError('this notebook view cannot take cells back');
+  }
+  const target = requireString(data, 'target');
+  const kind = data['kind'];
+  if (kind !== 'add' && kind !== 'edit') {
+    throw new RequestError("'kind' must be add or edit");
+  }
+  const source = data['source'];
+  const previous = kind === 'edit' ? data['previous'] : '';
+  if (typeof source !== 'string' || typeof previous !== 'string') {
+    throw new RequestError(
+      kind === 'add'
+        ? "'source' must be a string"
+        : "'source' and 'previous' must be strings"
+    );
+  }
+  const cell = notebook.cell(target);
+  if (!cell) {
+    throw new RequestError(`no cell with id ${target}`);
+  }
+  if (cell.getSource() !== source) {
+    throw new RequestError(
+      `cell ${target} was changed since it was accepted: left as it is`
+    );
+  }
+  notebook.board.dismissEffect(target);
+  if (kind === 'add') {
+    notebook.removeCell(target);
+    return {};
+  }
+  cell.setSource(previous);
+  const provenance = data['previous_provenance'];
+  if (isJSONObject(provenance)) {
+    cell.setMetadata(PROVENANCE_KEY, provenance);
+  } else {
+    cell.deleteMetadata(PROVENANCE_KEY);
+  }
+  return {};
 }
 
 /** Apply the user's decision to the notebook; the ack's fields, or null when withdrawn. */
@@ -521,7 +578,8 @@ const OPERATIONS: Record<string, Operation> = {
   read_notebook: readNotebook,
   propose: (data, cells, hello, signal) => propose(data, cells, signal),
   cell_source: cellSource,
-  set_outputs: setOutputs
+  set_outputs: setOutputs,
+  revert_cell: revertCell
 };
 
 function errorMessage(error: unknown): string {

@@ -38,6 +38,9 @@ class FakeCell implements IProposalCell {
   setMetadata(key: string, value: unknown): void {
     this.metadata[key] = value as JSONObject;
   }
+  getMetadata(key: string): unknown {
+    return this.metadata[key];
+  }
   deleteMetadata(key: string): void {
     delete this.metadata[key];
   }
@@ -267,11 +270,83 @@ describe('propose', () => {
       decision: 'accepted',
       cell_id: 'data',
       source: 'print(2)',
-      reason: ''
+      reason: '',
+      previous: '# data',
+      previous_provenance: null
     });
     expect(target.source).toBe('print(2)');
     expect(target.metadata).toEqual({ [PROVENANCE_KEY]: PROVENANCE });
     expect(notebook.cells).toHaveLength(3);
+  });
+
+  function revert(fields: JSONObject): IAck {
+    return handleRequest(
+      { op: 'revert_cell', request_id: 'u', cell_id: 'agent', ...fields },
+      notebook,
+      HELLO
+    ) as IAck;
+  }
+
+  it('takes an accepted edit back: the source and provenance from before', async () => {
+    const target = notebook.findCell('data')!;
+    const earlier = { turn: 1, step: 'old' };
+    target.metadata[PROVENANCE_KEY] = earlier;
+    const answer = later(handleRequest(editRequest(), notebook, HELLO));
+    notebook.board.decide('e1', { decision: 'accepted', reason: '' });
+    const ack = (await answer) as IAck;
+    expect(ack).toMatchObject({
+      previous: '# data',
+      previous_provenance: earlier
+    });
+    expect(
+      revert({
+        target: 'data',
+        kind: 'edit',
+        source: 'print(2)',
+        previous: ack['previous'] as string,
+        previous_provenance: ack['previous_provenance'] as JSONObject
+      })
+    ).toEqual({ op: 'ack', request_id: 'u', ok: true });
+    expect(target.source).toBe('# data');
+    expect(target.metadata).toEqual({ [PROVENANCE_KEY]: earlier });
+  });
+
+  it('takes an accepted new cell back, and never a cell changed since', async () => {
+    const before = notebook.snapshot();
+    const answer = later(handleRequest(addRequest(), notebook, HELLO));
+    notebook.board.decide('p1', { decision: 'accepted', reason: '' });
+    const added = ((await answer) as IAck)['cell_id'] as string;
+    const cell = notebook.findCell(added)!;
+    cell.source += '# mine';
+    const changed = notebook.snapshot();
+    expect(
+      revert({
+        target: added,
+        kind: 'add',
+        source: 'df = df.dropna()\nplot(df)\n'
+      })
+    ).toMatchObject({
+      ok: false,
+      error: `cell ${added} was changed since it was accepted: left as it is`
+    });
+    expect(notebook.snapshot()).toBe(changed);
+    expect(
+      revert({ target: added, kind: 'add', source: cell.source })
+    ).toMatchObject({ ok: true });
+    expect(notebook.findCell(added)).toBeUndefined();
+    expect(notebook.cells.map(c => c.id)).toEqual(
+      JSON.parse(before).map((c: FakeCell) => c.id)
+    );
+    expect(
+      revert({ target: 'data', kind: 'edit', source: '# data' })
+    ).toMatchObject({
+      ok: false,
+      error: "'source' and 'previous' must be strings"
+    });
+    expect(revert({ target: 'gone', kind: 'add', source: '' })).toMatchObject({
+      ok: false,
+      error: 'no cell with id gone'
+    });
   });
 
   it('leaves a rejected edit out', async () => {

@@ -43,7 +43,8 @@ const OPERATIONS = [
   'read_notebook',
   'propose',
   'cell_source',
-  'set_outputs'
+  'set_outputs',
+  'revert_cell'
 ];
 const RECORD: JSONObject = { schema_version: 1, status: 'completed' };
 

@@ -150,7 +150,7 @@ class KernelAgent:
             runner = CodeRunner(self.shell, timeout_s=settings.code_timeout, private=private)
             runs = CellRuns(cell.cell_id, page, runner)
         classify = code_classifier(self.shell)
-        return CellProposals(cell.cell_id, page, view_ids, classify, runs=runs)
+        return CellProposals(cell.cell_id, page, view_ids, classify, runs=runs, undo=self.undo)
 
     def notebook_source(self, cell: CellContext | None) -> NotebookSource | None:
         """What answers read_notebook for ``cell``: the view ``qloop run`` sent with it, or the

@@ -24,7 +24,9 @@ from ..tools.fingerprint import Change
 from .undo import StepChanges, UndoLog, UndoReport
 
 MAX_RECORDED_CHANGES = 50  # per step, in the record
-RETIRED = "a later step changed variables: only the last one can be undone"
+RETIRED = "a later step changed variables or cells: only the last one can be undone"
+STEP_TOOLS = frozenset({"run_code", "run_cell", "add_cell", "edit_cell"})
+"""The tools whose calls may run code or edit the notebook: a step Undo takes back."""
 
 
 class UndoNotices:
@@ -68,9 +70,9 @@ class StepViews:
 
     def show(self, step: StepChanges, card: Any, interactive: bool) -> None:
         """Show what ``step`` did: at the foot of its card, on its own, or as lines (headless)."""
-        lines = [redact_text(line) for line in step.lines()]  # a short value may be a secret
+        lines = [redact_text(line) for line in step.shown_lines()]  # a value may be a secret
         notes = [f"not undone: {reason}" for reason in step.not_undone()]
-        if not step.changes and not notes:
+        if not step.changes and not step.notebook and not notes:
             return
         if not interactive:
             from .display import line
@@ -133,7 +135,7 @@ class StepOutcomes(TurnObserver):
         card = self.cards.get(outcome.call.id)
         if card is not None and outcome.decision != "denied":
             card.finished(outcome.duration_s, outcome.is_error)
-        if outcome.call.name != "run_code":
+        if outcome.call.name not in STEP_TOOLS:
             return
         step = self.views.log.claim(outcome.call.id)
         if step is not None:

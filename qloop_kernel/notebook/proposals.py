@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ..records import CellRecord
     from .cell_runs import CellRuns
     from .notebook_grants import NotebookGrantStore
+    from .undo import StepChanges, UndoLog
 
 PROPOSAL_TOOLS = ("add_cell", "edit_cell")
 PROVENANCE_KEY = "qloop_provenance"  # the cell metadata of an accepted proposal
@@ -73,6 +74,7 @@ class CellProposals:
     view_ids: Callable[[], list[str] | None]  # the notebook's cell ids (None: not known)
     classify_code: Callable[[dict[str, Any]], Assessment]
     runs: CellRuns | None = None  # where the page takes outputs: add_cell may run the cell
+    undo: UndoLog | None = None  # where the page can take an accepted cell back: Undo does
     added: list[str] = field(default_factory=list)  # ids of the cells this turn added
     _answer: dict[str, Any] | None = None  # the page's answer to the proposal being run
 
@@ -167,11 +169,51 @@ class CellProposals:
             cell_id = self._new_id(answer, source)
             self.added.append(cell_id)
             said = f"accepted: added cell {cell_id} after {where}" + _by_user(answer, edited)
-            if input.get("run") and self.runs is not None and input.get("cell_type") == "code":
-                return self._run_added(said, cell_id, source)
-            return said
+            before = self.undo.latest if self.undo is not None else None
+            try:
+                if input.get("run") and self.runs is not None and input.get("cell_type") == "code":
+                    return self._run_added(said, cell_id, source)
+                return said
+            finally:
+                ran = self.undo.latest if self.undo is not None else None
+                self._undoable(cell_id, source, answer, ran if ran is not before else None, adding=True)
         target = str(input.get("cell_id", ""))
+        self._undoable(target, source, answer, None, adding=False)
         return f"accepted: cell {target} now has the proposed source" + _by_user(answer, edited)
+
+    def _undoable(
+        self, cell_id: str, source: str, answer: Mapping[str, Any] | None,
+        step: StepChanges | None, *, adding: bool,
+    ) -> None:  # fmt: skip
+        """Make the accepted cell (and what its run did, ``step``) the step Undo takes back,
+        where the page can take a cell back."""
+        from .undo import NotebookEdit
+
+        page = self.page
+        if self.undo is None or page is None or answer is None:
+            return
+        previous = answer.get("previous")
+        if "revert_cell" not in page.operations or not (adding or isinstance(previous, str)):
+            return
+        what = f"{'added' if adding else 'edited'} cell {cell_id}"
+        fields: dict[str, Any] = {"target": cell_id, "source": str(answer.get("source", source))}
+        if adding:
+            fields["kind"] = "add"
+        else:
+            fields.update(kind="edit", previous=previous,
+                          previous_provenance=answer.get("previous_provenance"))  # fmt: skip
+        agent_cell = self.agent_cell
+
+        def revert() -> str:
+            done = page.request("revert_cell", cell_id=agent_cell, **fields)
+            if done is None:
+                return (f"cell {cell_id} left as it is: it was changed since the step, or its "
+                        "page is closed")  # fmt: skip
+            if adding:
+                return f"removed cell {cell_id} (added by the step)"
+            return f"cell {cell_id} has its source from before the step again"
+
+        self.undo.edited(NotebookEdit(what, revert), step)
 
     def _run_added(self, said: str, cell_id: str, source: str) -> list[Block]:
         """Run the accepted cell (its accepted source): the model reads both."""

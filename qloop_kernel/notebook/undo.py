@@ -413,15 +413,26 @@ def _save(
 # -- after the step ----------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class NotebookEdit:
+    """A notebook edit a step made (a cell the user accepted, added or edited), and how to take
+    it back."""
+
+    what: str  # "added cell 3f2a", "edited cell 3f2a"
+    revert: Callable[[], str]  # takes it back; says what it did, or why it could not
+
+
 @dataclass
 class StepChanges:
-    """What one step did to the namespace, and what undoing it would do."""
+    """What one step did to the namespace and the notebook, and what undoing it would do."""
 
     snapshot: Snapshot
     changes: list[Change]
     after: dict[str, ValuePrint]  # fingerprints after, of every name that changed
     call_id: str | None = None
     undone: bool = False
+    notebook: list[NotebookEdit] = field(default_factory=list)  # cells it added or edited
+    ran: bool = True  # False: a notebook edit that ran no code
 
     @property
     def created(self) -> list[str]:
@@ -431,10 +442,17 @@ class StepChanges:
     def undoable(self) -> bool:
         """Undo would put something back or remove something."""
         touched = {c.name for c in self.changes}
-        return bool(self.created) or bool(touched & self.snapshot.saved.keys())
+        return (
+            bool(self.created) or bool(touched & self.snapshot.saved.keys()) or bool(self.notebook)
+        )
 
     def lines(self) -> list[str]:
         return change_lines(self.changes) if self.changes else ["no variables changed"]
+
+    def shown_lines(self) -> list[str]:
+        """What the step did, as shown with its Undo: its variables' changes and its cells."""
+        cells = [edit.what for edit in self.notebook]
+        return [*(self.lines() if self.changes or not cells else []), *cells]
 
     def not_undone(self) -> list[str]:
         """What undoing this step would not put back: effects elsewhere, variables not saved."""
@@ -525,9 +543,10 @@ class UndoReport:
     since: list[str]  # variables that had changed again after the step
     outside: list[str]
     call_id: str | None = None
+    notebook: list[str] = field(default_factory=list)  # what was done to the step's cells
 
     def lines(self) -> list[str]:
-        found = []
+        found = list(self.notebook)
         if self.restored:
             found.append("restored " + ", ".join(self.restored))
         if self.removed:
@@ -544,7 +563,8 @@ class UndoReport:
         """What the model is told in its next turn."""
         return (
             "[The user undid this step after it ran: " + "; ".join(self.lines()) + ". The "
-            "namespace is as it was before the step, except what is listed as not restored.]"
+            "namespace and the notebook are as they were before the step, except what is listed "
+            "as not restored or left as it is.]"
         )
 
 
@@ -585,8 +605,18 @@ def undo_step(step: StepChanges, namespace: dict[str, Any]) -> UndoReport:
         else:
             why = snapshot.missed.get(name, "was not saved (the analysis did not foresee it)")
             missing.append(f"{name} {why}")
+    cells = [_revert(edit) for edit in step.notebook]
     step.undone = True
-    return UndoReport(restored, removed, missing, since, list(snapshot.outside), step.call_id)
+    return UndoReport(
+        restored, removed, missing, since, list(snapshot.outside), step.call_id, cells
+    )
+
+
+def _revert(edit: NotebookEdit) -> str:
+    try:
+        return edit.revert()
+    except Exception as exc:  # the page went away, or refused: the edit stays, and it is said
+        return f"{edit.what}: not taken back ({exc})"
 
 
 # -- the log of one kernel --------------------------------------------------------------------
@@ -676,6 +706,19 @@ class UndoLog:
                 listener(step)
         return step
 
+    def edited(self, edit: NotebookEdit, step: StepChanges | None = None) -> StepChanges:
+        """A tool call edited the notebook: Undo takes the edit back, with what ``step`` (the
+        code the call ran, if it ran any) did to the namespace."""
+        if step is None:
+            empty = Snapshot(code="", identities={}, prints={})
+            step = StepChanges(empty, [], {}, ran=False)
+            self.latest = step
+        step.notebook.append(edit)
+        self.last = step
+        for listener in list(self.on_step):
+            listener(step)
+        return step
+
     def claim(self, call_id: str) -> StepChanges | None:
         """The step that tool call ``call_id`` just ran (None if it ran none): named, and kept
         for the turn's record."""
@@ -683,6 +726,8 @@ class UndoLog:
         if step is None or step.call_id is not None:
             return None
         step.call_id = call_id
+        if not step.ran:
+            return step
         self.recorded[call_id] = step.changes
         while len(self.recorded) > MAX_RECORDED_STEPS:
             self.recorded.popitem(last=False)

@@ -144,6 +144,32 @@ for (const theme of THEMES) {
   });
 }
 
+test('Undo takes back an accepted cell that ran, with what it did to the variables', async ({
+  page,
+  openNotebook,
+  runAll,
+  saveAndRead,
+  standIn
+}) => {
+  await standIn.reset(PROPOSE_AND_RUN);
+  const serverPath = await openNotebook(NOTEBOOK);
+  await runAll({ wait: false });
+  await acceptAndRun(page, standIn);
+  await waitForIdleKernel(page);
+  const agent = await cellAt(page, AGENT);
+  await expect(agent).toContainText(/added cell \S+/);
+  await button(agent, 'Undo').click();
+  await expect(agent).toContainText(/removed cell \S+ \(added by the step\)/, {
+    timeout: 30000
+  });
+  await expect(agent).toContainText('removed z (created by the step)');
+  await expect(
+    page.locator('.jp-Notebook .jp-Cell').filter({ hasText: 'z = 6 * 7' })
+  ).toHaveCount(1); // the agent cell's transcript only: the added cell is gone
+  const file = await saveAndRead(serverPath);
+  expect(file.cells.map(c => c.id)).toEqual(['load', 'agent', 'after']);
+});
+
 /** Cell `index` of the open JupyterLab notebook. */
 async function cellAt(
   page: IJupyterLabPageFixture,
