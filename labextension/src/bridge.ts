@@ -27,7 +27,7 @@ import {
   handleRequest
 } from './protocol';
 import { ProposalBoard, ProposalCellType } from './proposals';
-import { COMM_TARGET, isJSONObject } from './record';
+import { COMM_TARGET, TRANSCRIPT_MIME, isJSONObject } from './record';
 import { EXTENSION_VERSION } from './version';
 import { reattach, registerWaiting } from './waiting';
 
@@ -106,6 +106,50 @@ export class NotebookCells implements ICellLookup {
     return cells;
   }
 
+  /**
+   * Show a finished turn's record in a cell that has no output of that turn:
+   * this page was reloaded (or opened) while the turn ran, so the turn's
+   * outputs, its mirror included, went to the page that ran it. The record
+   * is added as the turn's mirror output (the transcript view), or replaces
+   * an earlier copy of the same turn's mirror; a page that runs the cell, or
+   * already shows the record, is left alone.
+   */
+  recordSaved(cellId: string, record: JSONObject): void {
+    const cell = this.findCell(cellId);
+    if (
+      !cell ||
+      cell.type !== 'code' ||
+      record['status'] === 'running' ||
+      typeof record['digest'] !== 'string' ||
+      !record['digest']
+    ) {
+      return;
+    }
+    const code = cell as ICodeCellModel;
+    if (code.executionState === 'running') {
+      return; // this page gets the turn's own outputs
+    }
+    const mirror: IOutputJSON = {
+      output_type: 'display_data',
+      data: { [TRANSCRIPT_MIME]: record },
+      metadata: {}
+    };
+    for (let index = code.outputs.length - 1; index >= 0; index--) {
+      const shown = code.outputs.get(index).data[TRANSCRIPT_MIME];
+      if (!isJSONObject(shown)) {
+        continue;
+      }
+      if (shown['digest'] === record['digest']) {
+        return;
+      }
+      if (sameTurn(shown, record)) {
+        code.outputs.set(index, mirror);
+        return;
+      }
+    }
+    code.outputs.add(mirror);
+  }
+
   /** The cell with this id as the agent runs it, or undefined. */
   runnableCell(cellId: string): IRunnableCell | undefined {
     const cell = this.findCell(cellId);
@@ -177,6 +221,20 @@ function proposalCell(cell: ICellModel): IProposalCell {
     getMetadata: key => cell.getMetadata(key),
     deleteMetadata: key => cell.deleteMetadata(key)
   };
+}
+
+/** Whether two records are of one turn: one session, one start. */
+function sameTurn(a: JSONObject, b: JSONObject): boolean {
+  const started = (record: JSONObject): unknown => {
+    const timings = record['timings'];
+    return isJSONObject(timings) ? timings['started_at'] : undefined;
+  };
+  return (
+    typeof a['session_id'] === 'string' &&
+    a['session_id'] === b['session_id'] &&
+    typeof started(a) === 'string' &&
+    started(a) === started(b)
+  );
 }
 
 /**

@@ -51,6 +51,11 @@ export interface ICellLookup {
   cellsJSON?(): ICellJSON[] | undefined;
   /** The notebook's cells as proposals change them, when this lookup can show proposals. */
   proposals?(): IProposalNotebook | undefined;
+  /**
+   * A turn's record was saved in cell `cellId`: a page that has no output of
+   * that turn (it was reloaded while the turn ran) shows it from the record.
+   */
+  recordSaved?(cellId: string, record: JSONObject): void;
   /** A cell the agent may run (its source, and its outputs set), when this lookup can. */
   runnableCell?(cellId: string): IRunnableCell | undefined;
 }
@@ -169,6 +174,9 @@ function setMetadata(data: JSONObject, cells: ICellLookup): JSONObject {
   }
   // The cell model skips a write of an equal value: the notebook stays clean.
   requireCell(data, cells).setMetadata(key, value);
+  if (key === METADATA_KEY) {
+    cells.recordSaved?.(data['cell_id'] as string, value);
+  }
   return {};
 }
 

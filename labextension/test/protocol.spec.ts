@@ -3,6 +3,7 @@
  * exist, only `metadata.qloop` may be written, and `read_notebook` answers a
  * bounded view of the cells.
  */
+import { ICodeCellModel } from '@jupyterlab/cells';
 import { NotebookModel } from '@jupyterlab/notebook';
 import { JSONObject } from '@lumino/coreutils';
 
@@ -588,5 +589,100 @@ describe('cell_source and set_outputs', () => {
       )
     ).toMatchObject({ ok: false, error: "'effect' must be a string" });
     expect(model.cells.get(2).toJSON()).toEqual(before);
+  });
+});
+
+describe('a record saved in a page that has no output of its turn', () => {
+  const yjsWarnings = ['Invalid access: Add Yjs type', '[yjs#509]'];
+  const MIME = 'application/vnd.qloop.transcript+json';
+  let model: NotebookModel;
+  let lookup: NotebookCells;
+  let id: string;
+  let warn: jest.SpyInstance;
+
+  const record = (fields: JSONObject = {}): JSONObject => ({
+    schema_version: 2,
+    session_id: 's1',
+    status: 'completed',
+    prompt: 'Set y.',
+    answer: 'Done.',
+    timings: { started_at: '2026-12-06T01:00:00.000001+00:00' },
+    digest: 'sha256:one',
+    ...fields
+  });
+
+  function save(value: JSONObject): void {
+    const ack = handleRequest(
+      { op: 'set_metadata', request_id: 1, cell_id: id, key: 'qloop', value },
+      lookup,
+      HELLO
+    );
+    expect(ack).toMatchObject({ ok: true });
+  }
+
+  function mirrors(): unknown[] {
+    const outputs = model.cells.get(0).toJSON().outputs as JSONObject[];
+    return outputs.map(output => (output['data'] as JSONObject)?.[MIME]);
+  }
+
+  beforeEach(() => {
+    const log = console.warn;
+    warn = jest
+      .spyOn(console, 'warn')
+      .mockImplementation((...args: unknown[]) => {
+        const message = String(args[0]);
+        if (!yjsWarnings.some(prefix => message.startsWith(prefix))) {
+          log(...args);
+        }
+      });
+    model = new NotebookModel();
+    model.sharedModel.insertCells(0, [
+      {
+        cell_type: 'code',
+        source: '%%agent\nSet y.',
+        metadata: {},
+        outputs: [{ output_type: 'stream', name: 'stdout', text: 'earlier\n' }]
+      }
+    ]);
+    lookup = new NotebookCells(
+      () => model,
+      () => 'x.ipynb'
+    );
+    id = model.cells.get(0).id;
+  });
+
+  afterEach(() => {
+    model.dispose();
+    warn.mockRestore();
+  });
+
+  it('shows the finished turn from its record, once', () => {
+    save(record());
+    expect(mirrors()).toEqual([undefined, record()]);
+    expect(model.cells.get(0).getMetadata('qloop')).toEqual(record());
+    save(record());
+    expect(mirrors()).toEqual([undefined, record()]);
+  });
+
+  it("replaces an earlier copy of the same turn's mirror, and adds another turn's", () => {
+    save(record());
+    const later = record({ digest: 'sha256:two', answer: 'Done, again.' });
+    save(later);
+    expect(mirrors()).toEqual([undefined, later]);
+    const next = record({
+      digest: 'sha256:three',
+      timings: { started_at: '2026-12-06T02:00:00.000001+00:00' }
+    });
+    save(next);
+    expect(mirrors()).toEqual([undefined, later, next]);
+  });
+
+  it('leaves a running turn, and a page that runs the cell, to the kernel', () => {
+    save(record({ status: 'running', digest: '' }));
+    expect(mirrors()).toEqual([undefined]);
+    (model.cells.get(0) as ICodeCellModel).executionState = 'running';
+    save(record());
+    expect(mirrors()).toEqual([undefined]);
+    expect(model.cells.get(0).getMetadata('qloop')).toEqual(record());
   });
 });

@@ -244,6 +244,14 @@ test.describe('agent cell approval', () => {
         await expect
           .poll(() => markerOf(page, AGENT), { timeout: 30000 })
           .toMatchObject({ status: 'completed' });
+        // ...and the finished turn shows from it at once, without reopening.
+        const view = (await cell(page, AGENT)).locator('.qloop-transcript');
+        await expect(view).toHaveCount(1);
+        await expect(view).toHaveAttribute('data-qloop-status', 'completed');
+        await expect(view.locator('.qloop-decision')).toHaveText('approved');
+        await expect(view.locator('.qloop-answer-body strong')).toHaveText(
+          '42'
+        );
         await waitForIdleKernel(page);
         await page.notebook.setCell(AFTER, 'code', 'print(y + 1)');
         await page.notebook.runCell(AFTER, { inplace: true });
