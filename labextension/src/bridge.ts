@@ -281,9 +281,10 @@ function reply(
   comm: Kernel.IComm,
   data: unknown,
   cells: ICellLookup,
-  signal: AbortSignal
+  signal: AbortSignal,
+  follows = false
 ): void {
-  const answer = handleRequest(data, cells, HELLO, signal);
+  const answer = handleRequest(data, cells, HELLO, signal, follows);
   if (answer instanceof Promise) {
     answer
       .then(later => {
@@ -297,15 +298,36 @@ function reply(
   }
 }
 
-/** Let the comm answer the kernel's requests until it closes. */
+/**
+ * Whether a request came from a cell another connection runs: every page on
+ * the kernel gets the kernel's comm messages, and under real-time
+ * collaboration they all show one shared notebook, so only the page that runs
+ * the agent cell (or took its comm over) inserts a proposal; the others follow.
+ */
+function runByAnother(
+  kernel: Kernel.IKernelConnection,
+  message: KernelMessage.IMessage
+): boolean {
+  const parent = message.parent_header as Partial<KernelMessage.IHeader>;
+  return (
+    typeof parent.session === 'string' && parent.session !== kernel.clientId
+  );
+}
+
+/**
+ * Let the comm answer the kernel's requests until it closes. `owner`: this
+ * page took the comm over from a page that went away, and answers for it.
+ */
 function serve(
   kernel: Kernel.IKernelConnection,
   comm: Kernel.IComm,
-  cells: ICellLookup
+  cells: ICellLookup,
+  owner = false
 ): AbortSignal {
   const signal = closedSignal(kernel, comm);
   comm.onMsg = (message: KernelMessage.ICommMsgMsg) => {
-    reply(comm, message.content.data, cells, signal);
+    const follows = !owner && runByAnother(kernel, message);
+    reply(comm, message.content.data, cells, signal, follows);
   };
   return signal;
 }
@@ -343,7 +365,7 @@ function register(
           id => cells.findCell(id),
           COMM_TARGET,
           comm => {
-            serve(kernel, comm, cells);
+            serve(kernel, comm, cells, true);
             // The kernel sends again what waits for a page's answer (a proposal).
             try {
               comm.send({ op: 'attached' });

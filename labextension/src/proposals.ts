@@ -29,12 +29,15 @@ export interface IProposal {
   readonly run?: boolean;
 }
 
-/** What the user decided. */
+/** What the user decided ('elsewhere': on another page of a shared notebook). */
 export interface IDecision {
-  decision: 'accepted' | 'rejected';
+  decision: 'accepted' | 'rejected' | 'elsewhere';
   /** What the user typed when rejecting, or ''. */
   reason: string;
 }
+
+/** A proposal decided on another page: this page changes nothing and answers nothing. */
+export const ELSEWHERE: IDecision = { decision: 'elsewhere', reason: '' };
 
 /** The reason given when the user deletes the cell of a waiting proposal. */
 export const DELETED_REASON = 'the user deleted the cell';
@@ -130,6 +133,11 @@ export class ProposalBoard {
       });
       this._emit();
     });
+  }
+
+  /** The proposal was decided on another page of the shared notebook: its bar goes. */
+  settleElsewhere(proposalId: string): void {
+    this._settle(proposalId, ELSEWHERE);
   }
 
   /** Decide one waiting proposal; nothing happens for one that no longer waits. */

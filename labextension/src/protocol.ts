@@ -380,6 +380,7 @@ function accept(
   if (proposal.kind === 'add') {
     cell.deleteMetadata(PROPOSAL_KEY);
   } else {
+    cell.deleteMetadata(PROPOSAL_KEY);
     const earlier = cell.getMetadata(PROVENANCE_KEY);
     before['previous'] = cell.getSource();
     before['previous_provenance'] = isJSONObject(earlier) ? earlier : null;
@@ -445,19 +446,30 @@ function revertCell(data: JSONObject, cells: ICellLookup): JSONObject {
   return {};
 }
 
-/** Apply the user's decision to the notebook; the ack's fields, or null when withdrawn. */
+/**
+ * Apply the user's decision to the notebook; the ack's fields, or null when
+ * withdrawn or decided on another page. A page that follows another page's
+ * proposal (`follows`) leaves it in the shared notebook when withdrawn: the
+ * proposing page owns it.
+ */
 function applyDecision(
   notebook: IProposalNotebook,
   proposal: IProposal,
   provenance: JSONObject,
-  decision: IDecision | null
+  decision: IDecision | null,
+  follows = false
 ): JSONObject | null {
+  if (decision?.decision === 'elsewhere' || (decision === null && follows)) {
+    return null;
+  }
   if (decision?.decision === 'accepted') {
     return accept(notebook, proposal, provenance);
   }
   // Rejected or withdrawn: the new cell goes, an edited cell stays as it was.
   if (proposal.kind === 'add') {
     notebook.removeCell(proposal.cellId);
+  } else {
+    notebook.cell(proposal.cellId)?.deleteMetadata(PROPOSAL_KEY);
   }
   if (decision === null) {
     return null;
@@ -478,7 +490,8 @@ function applyDecision(
 function propose(
   data: JSONObject,
   cells: ICellLookup,
-  signal?: AbortSignal
+  signal?: AbortSignal,
+  follows = false
 ): JSONObject | Promise<JSONObject | null> {
   const request = parsePropose(data, cells);
   const notebook = cells.proposals?.();
@@ -488,6 +501,9 @@ function propose(
   const { id, agentCell } = request.proposal;
   if (notebook.board.has(id)) {
     throw new RequestError(`a proposal with id ${id} already waits`);
+  }
+  if (follows) {
+    return follow(notebook, request, signal);
   }
   let proposal = request.proposal;
   if (proposal.kind === 'add') {
@@ -507,11 +523,117 @@ function propose(
   if (request.accepted) {
     return accept(notebook, proposal, request.provenance);
   }
-  return notebook.board
-    .present(proposal, signal)
-    .then(decision =>
-      applyDecision(notebook, proposal, request.provenance, decision)
-    );
+  if (proposal.kind === 'edit') {
+    // Marked while it waits: another page of a shared notebook finds it, and
+    // sees when it is decided.
+    const mark = { id, kind: 'edit', agent_cell: agentCell };
+    notebook.cell(proposal.cellId)?.setMetadata(PROPOSAL_KEY, mark);
+  }
+  const shown = proposal;
+  return presentWatched(notebook, shown, signal).then(decision =>
+    applyDecision(notebook, shown, request.provenance, decision)
+  );
+}
+
+/** How often a page looks whether another page of a shared notebook decided a proposal. */
+const WATCH_MS = 200;
+/** How long a following page waits for the proposing page's mark to reach it. */
+const FOLLOW_WAIT_MS = 30000;
+
+/** Whether cell `cellId` carries the mark of proposal `id`. */
+function marked(
+  notebook: IProposalNotebook,
+  cellId: string,
+  id: string
+): boolean {
+  const mark = notebook.cell(cellId)?.getMetadata(PROPOSAL_KEY);
+  return isJSONObject(mark) && mark['id'] === id;
+}
+
+/** Resolves true once `test` holds, false when `signal` aborts or `ms` pass first. */
+function until(
+  test: () => boolean,
+  signal: AbortSignal | undefined,
+  ms: number
+): Promise<boolean> {
+  if (test()) {
+    return Promise.resolve(true);
+  }
+  return new Promise(resolve => {
+    const started = Date.now();
+    const timer = setInterval(() => {
+      const found = test();
+      if (found || signal?.aborted || Date.now() - started > ms) {
+        clearInterval(timer);
+        resolve(found);
+      }
+    }, WATCH_MS);
+  });
+}
+
+/**
+ * Present a proposal until it is decided here, withdrawn, or decided on
+ * another page of the shared notebook (its cell is there without its mark:
+ * `ELSEWHERE`; a cell that is gone was deleted, which rejects it).
+ */
+function presentWatched(
+  notebook: IProposalNotebook,
+  proposal: IProposal,
+  signal?: AbortSignal
+): Promise<IDecision | null> {
+  const watching = new AbortController();
+  until(
+    () =>
+      notebook.cell(proposal.cellId) !== undefined &&
+      !marked(notebook, proposal.cellId, proposal.id),
+    watching.signal,
+    Infinity
+  )
+    .then(gone => {
+      if (gone) {
+        notebook.board.settleElsewhere(proposal.id);
+      }
+    })
+    .catch(reason => console.debug('qloop: stopped watching', reason));
+  return notebook.board.present(proposal, signal).finally(() => {
+    watching.abort();
+  });
+}
+
+/**
+ * Show a proposal another page of the shared notebook made (the page that
+ * runs the agent cell inserts the new cell, or marks the edited one): once
+ * its mark reaches this page, the same bar shows here, and a decision made
+ * here is applied and answered like one made there.
+ */
+async function follow(
+  notebook: IProposalNotebook,
+  request: IProposeRequest,
+  signal?: AbortSignal
+): Promise<JSONObject | null> {
+  let proposal = request.proposal;
+  const { id } = proposal;
+  if (request.accepted) {
+    return null; // applied by the proposing page
+  }
+  const cellOf = (): string | undefined =>
+    proposal.kind === 'add'
+      ? notebook.proposedCell?.(id)
+      : marked(notebook, proposal.cellId, id)
+        ? proposal.cellId
+        : undefined;
+  const arrived = await until(
+    () => cellOf() !== undefined,
+    signal,
+    FOLLOW_WAIT_MS
+  );
+  const cellId = cellOf();
+  if (!arrived || cellId === undefined || notebook.board.has(id)) {
+    return null;
+  }
+  proposal = { ...proposal, cellId };
+  const decision = await presentWatched(notebook, proposal, signal);
+  return applyDecision(notebook, proposal, request.provenance, decision, true);
 }
 
 /** The cell named by `target`, which must be a cell this lookup can run. */
@@ -572,7 +694,8 @@ type Operation = (
   data: JSONObject,
   cells: ICellLookup,
   hello: JSONObject,
-  signal?: AbortSignal
+  signal?: AbortSignal,
+  follows?: boolean
 ) => JSONObject | Promise<JSONObject | null>;
 
 const OPERATIONS: Record<string, Operation> = {
@@ -584,7 +707,8 @@ const OPERATIONS: Record<string, Operation> = {
   set_metadata: setMetadata,
   set_notebook_metadata: setNotebookMetadata,
   read_notebook: readNotebook,
-  propose: (data, cells, hello, signal) => propose(data, cells, signal),
+  propose: (data, cells, hello, signal, follows) =>
+    propose(data, cells, signal, follows),
   cell_source: cellSource,
   set_outputs: setOutputs,
   revert_cell: revertCell
@@ -610,7 +734,8 @@ export function handleRequest(
   data: unknown,
   cells: ICellLookup,
   hello: JSONObject,
-  signal?: AbortSignal
+  signal?: AbortSignal,
+  follows = false
 ): Answer {
   if (!isJSONObject(data)) {
     return refusal(null, 'a request must be a JSON object');
@@ -624,7 +749,7 @@ export function handleRequest(
     return refusal(requestId, `unknown op ${JSON.stringify(op ?? null)}`);
   }
   try {
-    const answer = OPERATIONS[op](data, cells, hello, signal);
+    const answer = OPERATIONS[op](data, cells, hello, signal, follows);
     if (answer instanceof Promise) {
       return answer.then(
         extra => (extra === null ? null : ack(requestId, extra)),

@@ -78,7 +78,10 @@ class FakeNotebook implements ICellLookup, IProposalNotebook {
     return cell.id;
   }
   removeCell(cellId: string): void {
-    this.cells = this.cells.filter(cell => cell.id !== cellId);
+    const index = this.cells.findIndex(cell => cell.id === cellId);
+    if (index >= 0) {
+      this.cells.splice(index, 1);
+    }
   }
   proposedCell(id: string): string | undefined {
     const mark = (cell: FakeCell) => cell.metadata[PROPOSAL_KEY] as JSONObject;
@@ -88,6 +91,14 @@ class FakeNotebook implements ICellLookup, IProposalNotebook {
   /** The whole notebook, to compare before and after. */
   snapshot(): string {
     return JSON.stringify(this.cells);
+  }
+}
+
+/** Another page of the same shared notebook: the same cells, a board of its own. */
+class SecondPage extends FakeNotebook {
+  constructor(first: FakeNotebook) {
+    super();
+    this.cells = first.cells;
   }
 }
 
@@ -254,9 +265,11 @@ describe('propose', () => {
   it('applies an accepted edit and saves its provenance', async () => {
     const answer = later(handleRequest(editRequest(), notebook, HELLO));
     const target = notebook.findCell('data')!;
-    // The target keeps its source and metadata until the user decides.
+    // The target keeps its source until the user decides, marked meanwhile.
     expect(target.source).toBe('# data');
-    expect(target.metadata).toEqual({});
+    expect(target.metadata).toEqual({
+      [PROPOSAL_KEY]: { id: 'e1', kind: 'edit', agent_cell: 'agent' }
+    });
     expect(notebook.board.waiting[0]).toMatchObject({
       kind: 'edit',
       cellId: 'data',
@@ -566,6 +579,86 @@ describe('propose', () => {
     expect(await edit).toBeNull();
     expect(notebook.snapshot()).toBe(before);
     expect(notebook.board.waiting).toEqual([]);
+  });
+
+  describe('on two pages of a shared notebook', () => {
+    const settle = () => new Promise(resolve => setTimeout(resolve, 450));
+    let second: SecondPage;
+
+    beforeEach(() => {
+      second = new SecondPage(notebook);
+    });
+
+    it('the second page inserts nothing, shows the proposal, and its decision answers', async () => {
+      const first = later(handleRequest(addRequest(), notebook, HELLO));
+      const other = later(
+        handleRequest(addRequest(), second, HELLO, undefined, true)
+      );
+      await settle();
+      expect(notebook.cells.map(c => c.id)).toEqual([
+        'intro',
+        'agent',
+        'new-0',
+        'data'
+      ]);
+      expect(second.board.waiting).toMatchObject([
+        { id: 'p1', cellId: 'new-0' }
+      ]);
+      second.board.decide('p1', { decision: 'accepted', reason: '' });
+      expect(await other).toMatchObject({
+        decision: 'accepted',
+        cell_id: 'new-0'
+      });
+      // The proposing page's bar goes, with no ack and no change of its own.
+      expect(await first).toBeNull();
+      expect(notebook.board.waiting).toEqual([]);
+      const kept = notebook.findCell('new-0')!;
+      expect(kept.metadata).toEqual({ [PROVENANCE_KEY]: PROVENANCE });
+    });
+
+    it("a decision on the proposing page takes the other page's bar away", async () => {
+      const first = later(handleRequest(editRequest(), notebook, HELLO));
+      const other = later(
+        handleRequest(editRequest(), second, HELLO, undefined, true)
+      );
+      await settle();
+      expect(second.board.waiting).toMatchObject([{ id: 'e1' }]);
+      notebook.board.decide('e1', { decision: 'rejected', reason: 'no' });
+      expect(await first).toMatchObject({ decision: 'rejected', reason: 'no' });
+      expect(await other).toBeNull();
+      expect(second.board.waiting).toEqual([]);
+      expect(notebook.findCell('data')).toMatchObject({
+        source: '# data',
+        metadata: {}
+      });
+    });
+
+    it('a proposal accepted already, and one withdrawn, change nothing on the other page', async () => {
+      const before = notebook.snapshot();
+      expect(
+        await later(
+          handleRequest(
+            addRequest({ accepted: true }),
+            second,
+            HELLO,
+            undefined,
+            true
+          )
+        )
+      ).toBeNull();
+      expect(notebook.snapshot()).toBe(before);
+      const first = later(handleRequest(addRequest(), notebook, HELLO));
+      const other = later(
+        handleRequest(addRequest(), second, HELLO, undefined, true)
+      );
+      await settle();
+      second.board.dispose(); // the second page closes
+      expect(await other).toBeNull();
+      expect(notebook.findCell('new-0')).toBeDefined();
+      notebook.board.decide('p1', { decision: 'rejected', reason: '' });
+      await first;
+      expect(notebook.snapshot()).toBe(before);
+    });
   });
 
   it('withdraws without an ack when the notebook closes', async () => {

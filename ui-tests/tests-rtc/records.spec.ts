@@ -23,13 +23,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 
 import { IJupyterLabPageFixture } from '@jupyterlab/galata';
-import {
-  APIRequestContext,
-  Browser,
-  BrowserContext,
-  Locator,
-  Page
-} from '@playwright/test';
+import { APIRequestContext, Locator, Page } from '@playwright/test';
 
 import {
   IMarker,
@@ -45,6 +39,8 @@ import {
   test,
   waitForIdleKernel
 } from '../tests/fixtures';
+
+import { secondPage } from './second';
 
 const MIME = 'application/vnd.qloop.transcript+json';
 const UNREADABLE = 'the contents API did not read the file';
@@ -211,26 +207,6 @@ async function countWrites(page: Page, index: number): Promise<void> {
 
 async function writes(page: Page): Promise<number> {
   return page.evaluate(() => (window as any).qloopWrites as number);
-}
-
-/**
- * A second person: a page of its own browser context with the notebook at
- * `serverPath` open (JupyterLab as a user gets it, no Galata stand-ins).
- */
-async function secondPage(
-  browser: Browser,
-  baseURL: string | undefined,
-  serverPath: string
-): Promise<{ context: BrowserContext; page: Page }> {
-  const context = await browser.newContext({ baseURL });
-  const page = await context.newPage();
-  const tree = serverPath.split('/').map(encodeURIComponent).join('/');
-  await page.goto(`/lab/workspaces/second/tree/${tree}`);
-  await page
-    .locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell')
-    .first()
-    .waitFor({ timeout: 60000 });
-  return { context, page };
 }
 
 /** Restore the agent cell's earliest record through the command, on any page. */
