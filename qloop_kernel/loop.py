@@ -285,9 +285,10 @@ class QueryLoop:
 
     def _run_tools(self, turn: _Turn, calls: list[ToolCall], notes: list[str]) -> StopReason | None:
         turn.pending = []
-        for call in calls:
+        for index, call in enumerate(calls):
             if self.cancel.cancelled:
                 return Interrupted("stop")
+            self.runtime.upcoming = calls[index + 1 :]
             self.observer.on_tool_start(call)
             outcome = _not_an_object(call) or self.runtime.run(call)
             turn.approval_wait_s += outcome.approval_wait_s

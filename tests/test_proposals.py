@@ -201,3 +201,66 @@ def test_a_page_that_takes_the_comm_over_is_sent_the_waiting_proposal_again(
                            "reason": ""})  # fmt: skip
     assert lab.complete(cell, 60)["content"]["status"] == "ok"
     assert "added cell kept after agent" in result_text(tool_results(api.requests[1])[0])
+
+
+def ack_proposal(lab: Any, comm_id: str, request: dict[str, Any], cell_id: str) -> None:
+    lab.comm_msg(comm_id, {"op": "ack", "request_id": request["request_id"], "ok": True,
+                           "decision": "accepted", "cell_id": cell_id,
+                           "source": request["proposal"]["source"], "reason": ""})  # fmt: skip
+
+
+def two_proposals(lab: Any, api: StandInAPI, operations: list[str]) -> tuple[str, str]:
+    api.set_script([
+        Reply([tool_use("add_cell", {"source": "## Cleaning", "cell_type": "markdown"}),
+               tool_use("add_cell", {"source": CLEAN})]),
+        Reply([text("done")]),
+    ])  # fmt: skip
+    lab.run("import pandas as pd\ndf = pd.DataFrame({'a': [1, None]})")
+    cell = lab.execute("%%agent\nClean df.", cell_id="agent")
+    return cell, answer_hello(lab, cell, "work/a.ipynb", operations)
+
+
+def test_the_proposals_of_one_response_wait_together_and_are_decided_in_any_order(
+    lab: Any, api: StandInAPI
+) -> None:
+    cell, comm_id = two_proposals(lab, api, [*OPERATIONS, "withdraw"])
+    seen: set[str] = set()
+    first = next_request(lab, cell, "propose", seen)
+    second = next_request(lab, cell, "propose", seen)  # shown before the first is decided
+    assert second["proposal"]["after_proposal"] == first["proposal"]["id"]
+    assert second["proposal"]["after"] == "agent" and second["proposal"]["risk"] == "write"
+    ack_proposal(lab, comm_id, second, "new2")  # Accept all answers them in any order
+    ack_proposal(lab, comm_id, first, "new1")
+    assert lab.complete(cell, 60)["content"]["status"] == "ok"
+    results = [result_text(b) for b in tool_results(api.requests[1])]
+    assert "accepted: added cell new1 after agent by the user" in results[0]
+    assert "accepted: added cell new2 after new1 by the user" in results[1]
+    calls = saved_record(lab, cell)["tool_calls"]
+    assert [c["decision"]["kind"] for c in calls] == ["approved", "approved"]
+
+
+def test_a_page_that_cannot_withdraw_is_shown_one_proposal_at_a_time(
+    lab: Any, api: StandInAPI
+) -> None:
+    cell, comm_id = two_proposals(lab, api, OPERATIONS)
+    seen: set[str] = set()
+    first = next_request(lab, cell, "propose", seen)
+    ack_proposal(lab, comm_id, first, "new1")
+    second = next_request(lab, cell, "propose", seen)
+    # sent once the first was decided: it goes after the cell the first one added
+    assert "after_proposal" not in second["proposal"] and second["proposal"]["after"] == "new1"
+    ack_proposal(lab, comm_id, second, "new2")
+    assert lab.complete(cell, 60)["content"]["status"] == "ok"
+
+
+def test_a_turn_that_stops_withdraws_the_proposals_shown_ahead(lab: Any, api: StandInAPI) -> None:
+    cell, comm_id = two_proposals(lab, api, [*OPERATIONS, "withdraw"])
+    seen: set[str] = set()
+    next_request(lab, cell, "propose", seen)
+    second = next_request(lab, cell, "propose", seen)
+    lab.interrupt()  # Stop while the first waits
+    withdraw = next_request(lab, cell, "withdraw", seen)
+    assert withdraw["proposal"] == second["proposal"]["id"] and withdraw["cell_id"] == "agent"
+    lab.comm_msg(comm_id, {"op": "ack", "request_id": withdraw["request_id"], "ok": True})
+    assert lab.complete(cell, 60)["content"]["status"] == "error"
+    assert len(api.requests) == 1  # the model is not called again

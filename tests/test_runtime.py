@@ -210,3 +210,24 @@ def test_each_call_is_logged_without_secrets(caplog, monkeypatch):
     assert "tok-1234567890" not in caplog.text and "tok-1234567890" not in outcome.text
     assert "tool=echo" in caplog.text and "decision=approved" in caplog.text
     assert "outcome=ok" in caplog.text
+
+
+def test_would_ask_tells_what_the_approver_would_be_asked_and_decides_nothing():
+    from qloop_kernel.grants import Grant
+    from qloop_kernel.permissions import ApprovalPolicy
+
+    approver = Recorder()
+    runtime = ToolRuntime.of(
+        [Tool.from_function(add), Tool.from_function(query, requires_approval=False)], approver
+    )
+    asked = runtime.would_ask(call("add", a=1))
+    assert asked is not None and asked.call.input == {"a": 1} and asked.title == "add"
+    assert runtime.would_ask(call("add", a="x")) is None  # invalid: it would fail, not ask
+    assert runtime.would_ask(call("query", table="t")) is None  # needs no approval
+    assert runtime.would_ask(call("nope")) is None
+    runtime.grants.add(Grant("add", None, "session"))
+    assert runtime.would_ask(call("add", a=1)) is None  # a grant covers it
+    runtime.grants.revoke()
+    runtime.policy = ApprovalPolicy("auto")
+    assert runtime.would_ask(call("add", a=1)) is None  # the policy runs it
+    assert approver.asked == [] and not runtime.grants.covering("add", None, None)

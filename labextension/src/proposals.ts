@@ -135,6 +135,11 @@ export class ProposalBoard {
     });
   }
 
+  /** Withdraw one waiting proposal (no decision): the kernel no longer asks about it. */
+  withdraw(proposalId: string): void {
+    this._settle(proposalId, null);
+  }
+
   /** The proposal was decided on another page of the shared notebook: its bar goes. */
   settleElsewhere(proposalId: string): void {
     this._settle(proposalId, ELSEWHERE);

@@ -295,6 +295,8 @@ interface IProposeRequest {
   provenance: JSONObject;
   /** Accepted already (by the approval policy or a grant): applied without asking. */
   accepted: boolean;
+  /** Put the new cell after the new cell of this waiting proposal, when it is there. */
+  afterProposal?: string;
 }
 
 /** Check a `propose` request; throws the refusal of a malformed one. */
@@ -329,6 +331,7 @@ function parsePropose(data: JSONObject, cells: ICellLookup): IProposeRequest {
   }
   let cellType: ProposalCellType = 'code';
   let after = '';
+  let afterProposal: string | undefined;
   let cellId = '';
   if (kind === 'add') {
     const type = proposal['cell_type'];
@@ -339,6 +342,11 @@ function parsePropose(data: JSONObject, cells: ICellLookup): IProposeRequest {
     }
     cellType = type;
     after = proposalCell(proposal, 'after', cells);
+    const waiting = proposal['after_proposal'];
+    if (waiting !== undefined && typeof waiting !== 'string') {
+      throw new RequestError("'proposal.after_proposal' must be a string");
+    }
+    afterProposal = waiting || undefined;
   } else {
     cellId = proposalCell(proposal, 'target', cells);
   }
@@ -356,7 +364,8 @@ function parsePropose(data: JSONObject, cells: ICellLookup): IProposeRequest {
     },
     after,
     provenance,
-    accepted
+    accepted,
+    ...(afterProposal ? { afterProposal } : {})
   };
 }
 
@@ -513,7 +522,7 @@ function propose(
     const cellId =
       notebook.proposedCell?.(id) ??
       notebook.insertCell(
-        request.after,
+        afterOf(notebook, request),
         proposal.cellType,
         proposal.source,
         request.accepted ? {} : { [PROPOSAL_KEY]: mark }
@@ -533,6 +542,30 @@ function propose(
   return presentWatched(notebook, shown, signal).then(decision =>
     applyDecision(notebook, shown, request.provenance, decision)
   );
+}
+
+/** Where a new cell goes: after the new cell of a proposal it follows while that one waits. */
+function afterOf(
+  notebook: IProposalNotebook,
+  request: IProposeRequest
+): string {
+  const waiting = notebook.board.waiting.find(
+    proposal => proposal.id === request.afterProposal
+  );
+  return waiting && notebook.cell(waiting.cellId)
+    ? waiting.cellId
+    : request.after;
+}
+
+/**
+ * Withdraw a waiting proposal the kernel no longer asks about (its turn
+ * ended first): a new cell goes, an edited cell stays as it was.
+ */
+function withdraw(data: JSONObject, cells: ICellLookup): JSONObject {
+  requireCell(data, cells);
+  const id = requireString(data, 'proposal');
+  cells.proposals?.()?.board.withdraw(id);
+  return {};
 }
 
 /** How often a page looks whether another page of a shared notebook decided a proposal. */
@@ -711,7 +744,8 @@ const OPERATIONS: Record<string, Operation> = {
     propose(data, cells, signal, follows),
   cell_source: cellSource,
   set_outputs: setOutputs,
-  revert_cell: revertCell
+  revert_cell: revertCell,
+  withdraw
 };
 
 function errorMessage(error: unknown): string {

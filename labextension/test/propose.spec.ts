@@ -581,6 +581,49 @@ describe('propose', () => {
     expect(notebook.board.waiting).toEqual([]);
   });
 
+  it('shows the proposals of one response together, in order, and Accept all decides them', async () => {
+    const first = later(handleRequest(addRequest(), notebook, HELLO));
+    const second = later(
+      handleRequest(
+        addRequest({ source: 'plot(df)', after_proposal: 'p1' }, 'p2'),
+        notebook,
+        HELLO
+      )
+    );
+    expect(notebook.cells.map(c => c.id)).toEqual([
+      'intro',
+      'agent',
+      'new-0',
+      'new-1',
+      'data'
+    ]);
+    expect(notebook.board.countFor('agent')).toBe(2);
+    notebook.board.decideAll('agent', { decision: 'accepted', reason: '' });
+    expect(await first).toMatchObject({
+      decision: 'accepted',
+      cell_id: 'new-0'
+    });
+    expect(await second).toMatchObject({
+      decision: 'accepted',
+      cell_id: 'new-1'
+    });
+  });
+
+  it('withdraws a waiting proposal the kernel no longer asks about', async () => {
+    const before = notebook.snapshot();
+    const answer = later(handleRequest(addRequest(), notebook, HELLO));
+    expect(
+      handleRequest(
+        { op: 'withdraw', request_id: 'w', cell_id: 'agent', proposal: 'p1' },
+        notebook,
+        HELLO
+      )
+    ).toEqual({ op: 'ack', request_id: 'w', ok: true });
+    expect(await answer).toBeNull();
+    expect(notebook.snapshot()).toBe(before);
+    expect(notebook.board.waiting).toEqual([]);
+  });
+
   describe('on two pages of a shared notebook', () => {
     const settle = () => new Promise(resolve => setTimeout(resolve, 450));
     let second: SecondPage;

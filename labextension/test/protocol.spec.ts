@@ -45,7 +45,8 @@ const OPERATIONS = [
   'propose',
   'cell_source',
   'set_outputs',
-  'revert_cell'
+  'revert_cell',
+  'withdraw'
 ];
 const RECORD: JSONObject = { schema_version: 1, status: 'completed' };
 

@@ -321,6 +321,8 @@ class KernelAgent:
         runtime = self.runtime_for(settings, cell, tools)
         if proposals is not None:  # the page decides the proposals, the card the rest
             runtime.approver = proposals.approver(runtime.approver)
+            proposals.upcoming = lambda: runtime.upcoming
+            proposals.would_ask = runtime.would_ask
         cards = {t.name for t in tools if t.requires_approval} if cell.interactive else set()
         cancel = CancelToken()
         watch = TurnWatch(settings.timeout, cancel)  # ends a running step on Stop or --timeout
@@ -360,6 +362,8 @@ class KernelAgent:
         finally:
             self.turn_running, self.watch = False, None
             self.undo.discard()  # a snapshot prepared for a step that never ran
+            if proposals is not None:
+                proposals.finish()  # proposals shown ahead of calls that never ran
         if cell.cell_id and annotated.last is not None:  # what the cell holds, for %agent history
             self.saved_records[cell.cell_id] = annotated.last.model_dump(mode="json")
         view.finish(result)

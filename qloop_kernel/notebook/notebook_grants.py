@@ -133,6 +133,11 @@ class NotebookGrantStore:
         """Ask the frontend of the loaded notebook ``op`` (one it listed in its ``hello``); its
         answer, or None (no such frontend, a refusal, the comm closed, or no answer in
         ``timeout_s``; None: wait for as long as the user takes, as for a proposal)."""
+        request_id = self.send(op, **fields)
+        return None if request_id is None else self.answer(request_id, timeout_s)
+
+    def send(self, op: str, **fields: Any) -> str | None:
+        """Send request ``op`` without waiting: its id, for :meth:`answer` (None: not sent)."""
         comm = self._comm
         if comm is None or op not in self.operations or self._closed.is_set():
             return None
@@ -144,12 +149,24 @@ class NotebookGrantStore:
             log.info("qloop comm unavailable (%s)", exc)
             self._comm = None
             return None
-        closed = self._closed
         self._waiting[request_id] = payload
+        return request_id
+
+    def forget(self, request_id: str) -> None:
+        """Stop waiting for the answer to a request (it is not sent again to a new page)."""
+        self._waiting.pop(request_id, None)
+        self._answers.pop(request_id, None)
+
+    def answer(self, request_id: str, timeout_s: float | None = 10.0) -> dict[str, Any] | None:
+        """The answer to a request :meth:`send` sent, waiting for it up to ``timeout_s`` (None:
+        as long as it takes); None when the comm closed or no answer came."""
+        if request_id not in self._waiting:
+            return self._answers.pop(request_id, None)
+        closed = self._closed
         try:
             wait_until(lambda: request_id in self._answers or closed.is_set(), timeout_s)
         finally:
-            del self._waiting[request_id]
+            self._waiting.pop(request_id, None)
         return self._answers.pop(request_id, None)
 
     def _save(self, grants: tuple[Grant, ...]) -> None:

@@ -28,6 +28,7 @@ from ..tools.risk import Assessment, Reason, severity
 from ..tools.runtime import Tool
 
 if TYPE_CHECKING:
+    from ..messages import ToolCall
     from ..permissions import ApprovalRequest, Approver, Decision
     from ..records import CellRecord
     from .cell_runs import CellRuns
@@ -76,7 +77,13 @@ class CellProposals:
     runs: CellRuns | None = None  # where the page takes outputs: add_cell may run the cell
     undo: UndoLog | None = None  # where the page can take an accepted cell back: Undo does
     added: list[str] = field(default_factory=list)  # ids of the cells this turn added
+    # The calls of the model's response still to run, and the request the approver would get
+    # for one (None: it would not ask): the proposals the user will be asked about next are
+    # shown with the current one, so they can be decided together (Accept all).
+    upcoming: Callable[[], list[ToolCall]] = lambda: []
+    would_ask: Callable[[ToolCall], ApprovalRequest | None] = lambda call: None
     _answer: dict[str, Any] | None = None  # the page's answer to the proposal being run
+    _sent: dict[str, str] = field(default_factory=dict)  # call id -> request shown ahead
 
     @property
     def interactive(self) -> bool:
@@ -90,11 +97,20 @@ class CellProposals:
 
     def decide(self, request: ApprovalRequest) -> Decision:
         """Send the proposal to the page and wait for the user's decision."""
-        missing = self.missing_cell(request.call.name, request.call.input)
+        assert self.page is not None
+        call = request.call
+        sent = self._sent.pop(call.id, None)
+        missing = self.missing_cell(call.name, call.input)
         if missing is not None:
+            if sent is not None:
+                self._withdraw(call.id, sent)
             return Deny(missing)
-        answer = self._propose(request.call.id, request.call.name, dict(request.call.input),
-                               request.assessment, accepted=False)  # fmt: skip
+        if sent is None:
+            sent = self._send(call.id, call.name, dict(call.input), request.assessment,
+                              accepted=False)  # fmt: skip
+            if sent is not None:
+                self._send_ahead(call)
+        answer = self.page.answer(sent, None) if sent is not None else None
         if answer is None:
             return Deny("the page showing the notebook closed before the proposal was decided")
         if answer.get("decision") != "accepted":
@@ -106,10 +122,58 @@ class CellProposals:
             return ApproveEdited({**request.call.input, "source": source})
         return Approve()
 
+    def _send_ahead(self, current: ToolCall) -> None:
+        """Show the proposals that follow ``current`` in the model's response with it, as long
+        as each is one the user would be asked about (the same pipeline decides each when its
+        turn comes): they wait together, and Accept all decides them at once."""
+        assert self.page is not None
+        if "withdraw" not in self.page.operations or current.input.get("run"):
+            return  # a cell that runs when accepted changes what the next ones would do
+        last_add = current.id if current.name == "add_cell" else None
+        for call in self.upcoming():
+            input = dict(call.input)
+            if call.name not in PROPOSAL_TOOLS or input.get("run") or call.id in self._sent:
+                break
+            if self.missing_cell(call.name, input) is not None:
+                break
+            request = self.would_ask(call)
+            if request is None:
+                break
+            after = last_add if call.name == "add_cell" and not input.get("after") else None
+            sent = self._send(call.id, call.name, input, request.assessment, accepted=False,
+                              after_proposal=after)  # fmt: skip
+            if sent is None:
+                break
+            self._sent[call.id] = sent
+            if call.name == "add_cell":
+                last_add = call.id
+
+    def finish(self) -> None:
+        """The turn ended: proposals shown ahead of calls that never ran are withdrawn (a new
+        cell goes, an edited cell stays as it was)."""
+        if self.page is None:
+            return
+        for call_id, sent in list(self._sent.items()):
+            self._withdraw(call_id, sent)
+        self._sent.clear()
+
+    def _withdraw(self, call_id: str, sent: str) -> None:
+        assert self.page is not None
+        self.page.forget(sent)
+        self.page.request("withdraw", 5.0, cell_id=self.agent_cell, proposal=call_id)
+
     def _propose(
         self, call_id: str, tool: str, input: dict[str, Any], assessment: Assessment | None,
         *, accepted: bool,
     ) -> dict[str, Any] | None:  # fmt: skip
+        assert self.page is not None
+        sent = self._send(call_id, tool, input, assessment, accepted=accepted)
+        return self.page.answer(sent, None) if sent is not None else None
+
+    def _send(
+        self, call_id: str, tool: str, input: dict[str, Any], assessment: Assessment | None,
+        *, accepted: bool, after_proposal: str | None = None,
+    ) -> str | None:  # fmt: skip
         assert self.page is not None
         source = str(input.get("source", ""))
         proposal: dict[str, Any] = {
@@ -124,9 +188,11 @@ class CellProposals:
         }
         if tool == "add_cell":
             proposal.update(cell_type=input.get("cell_type", "code"), after=self._after(input))
+            if after_proposal is not None:  # after the new cell of that proposal, while it waits
+                proposal["after_proposal"] = after_proposal
         else:
             proposal["target"] = str(input.get("cell_id", ""))
-        return self.page.request("propose", None, cell_id=self.agent_cell, proposal=proposal)
+        return self.page.send("propose", cell_id=self.agent_cell, proposal=proposal)
 
     def _after(self, input: Mapping[str, Any]) -> str:
         after = input.get("after")

@@ -337,6 +337,9 @@ class ToolRuntime:
     clock: Callable[[], float] = time.monotonic
     guard: StepGuard | None = None
     on_unasked: Callable[[ApprovalRequest, str], None] | None = None
+    # The calls of the model's response after the one running now (the loop sets them): an
+    # approver may show the ones it will be asked about next together (proposals: Accept all).
+    upcoming: list[ToolCall] = field(default_factory=list)
 
     @classmethod
     def of(cls, tools: Iterable[Tool], approver: Approver, **kwargs: Any) -> ToolRuntime:
@@ -370,6 +373,24 @@ class ToolRuntime:
             assessment=tool.assessment(input),
             classify=tool.assessment if tool.classify is not None else None,
         )
+
+    def would_ask(self, call: ToolCall) -> ApprovalRequest | None:
+        """The request the approver would get for ``call`` if it ran now (valid input, the policy
+        asks, no grant covers it), or None. Decides nothing: the call still goes through
+        :meth:`run` and the same pipeline."""
+        tool = self.tools.get(call.name)
+        if tool is None or not tool.requires_approval or tool.prepare is not None:
+            return None
+        try:
+            validated = tool.input_model.model_validate(call.input)
+        except ValidationError:
+            return None
+        request = self.request(tool, call, validated.model_dump(mode="json"))
+        if self.policy.verdict(request.risk) != "ask":
+            return None
+        if self.grants.covering(tool.name, request.risk, self.cell_id) is not None:
+            return None
+        return request
 
     def _run(self, call: ToolCall) -> ToolOutcome:
         tool = self.tools.get(call.name)

@@ -176,6 +176,83 @@ for (const theme of THEMES) {
   });
 }
 
+/** Two proposals in one response: they wait together. */
+const PROPOSE_TWO: StandInItem[] = [
+  {
+    content: [
+      { type: 'text', text: 'Two cells.' },
+      { type: 'tool_use', name: 'add_cell', input: { source: 'z = 7' } },
+      { type: 'tool_use', name: 'add_cell', input: { source: 'w = z + 1' } }
+    ]
+  },
+  { content: 'Proposed two.' }
+];
+
+test.describe('the proposals of one response', () => {
+  test('wait together, in order, and Accept all keeps both', async ({
+    page,
+    openNotebook,
+    runAll,
+    saveAndRead,
+    standIn
+  }) => {
+    await standIn.reset(PROPOSE_TWO);
+    const serverPath = await openNotebook(NOTEBOOK);
+    await runAll({ wait: false });
+    const bars = page.locator('.qloop-proposal');
+    await expect(bars).toHaveCount(2, { timeout: 60000 });
+    const all = bars.first().locator('button.qloop-proposal-accept-all');
+    await expect(all).toBeVisible();
+    await all.click();
+    await expect(bars).toHaveCount(0);
+    await expect
+      .poll(async () => (await standIn.requests()).length, { timeout: 30000 })
+      .toBe(2);
+    const told = toolResults((await standIn.requests())[1]).map(r =>
+      JSON.stringify(r.content)
+    );
+    expect(told[0]).toMatch(/accepted: added cell \S+ after agent by the user/);
+    expect(told[1]).toMatch(/accepted: added cell \S+ after \S+ by the user/);
+    await waitForIdleKernel(page);
+    const file = await saveAndRead(serverPath);
+    const sources = file.cells.map(c =>
+      ([] as string[]).concat(c.source ?? []).join('')
+    );
+    expect(sources.slice(2, 4)).toEqual(['z = 7', 'w = z + 1']);
+    for (const cell of file.cells.slice(2, 4)) {
+      expect(cell.metadata.qloop_provenance.agent_cell).toBe('agent');
+    }
+  });
+
+  test('Reject all leaves the cells as they were, and the model reads the reason for each', async ({
+    page,
+    openNotebook,
+    runAll,
+    saveAndRead,
+    standIn
+  }) => {
+    await standIn.reset(PROPOSE_TWO);
+    const serverPath = await openNotebook(NOTEBOOK);
+    await runAll({ wait: false });
+    const bars = page.locator('.qloop-proposal');
+    await expect(bars).toHaveCount(2, { timeout: 60000 });
+    const last = bars.last();
+    await last.locator('button.qloop-proposal-reject-all').click();
+    await last.locator('.qloop-proposal-reason-input').fill('not now');
+    await last.locator('button.qloop-proposal-confirm').click();
+    await expect(bars).toHaveCount(0);
+    await expect
+      .poll(async () => (await standIn.requests()).length, { timeout: 30000 })
+      .toBe(2);
+    for (const result of toolResults((await standIn.requests())[1])) {
+      expect(JSON.stringify(result.content)).toContain('not now');
+    }
+    await waitForIdleKernel(page);
+    const file = await saveAndRead(serverPath);
+    expect(file.cells.map(c => c.id)).toEqual(['load', 'agent', 'after']);
+  });
+});
+
 /**
  * The lowest contrast ratio (WCAG) between the text of the bar's label, diff
  * lines and buttons and the first opaque background behind each.
