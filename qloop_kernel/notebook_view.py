@@ -16,6 +16,9 @@ from typing import Any
 from .text import marker, truncate
 
 NOTEBOOK_VIEW_KEY = "qloopNotebook"  # in a `qloop run` request's metadata: the notebook it runs
+CELLS_KEY = "qloopCells"
+"""The execute request's metadata key under which ``qloop run`` sends every cell's type and
+whole source ({id: [cell_type, source]}) with an agent cell: what run_cell runs headless."""
 SOURCE_CHARS = 3_000  # of each cell's source
 OUTPUT_CHARS = 500  # of each output's text
 OUTPUTS_PER_CELL = 5

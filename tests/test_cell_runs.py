@@ -162,3 +162,54 @@ def test_run_cell_shows_the_model_only_the_cell_id_it_names(lab: Any, api: Stand
     schema = tools["run_cell"]["input_schema"]
     assert list(schema["properties"]) == ["cell_id"] and schema["required"] == ["cell_id"]
     assert "run" in tools["add_cell"]["input_schema"]["properties"]
+
+
+# -- qloop run: the runner sends the cells, and moves the outputs into the cell that ran ----------
+
+
+def run_headless(policy: str) -> tuple[Any, list[Any], str]:
+    import io
+    import os
+
+    import nbformat
+
+    from qloop_kernel.headless.runner import AgentNotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("%load_ext qloop_kernel\nn = 1", id="setup"),
+        nbformat.v4.new_code_cell("m = n * 10\nprint('n is', n)", id="show"),
+        nbformat.v4.new_code_cell("%%agent\nSet n to 2 and show it.", id="agent"),
+    ]
+    script = [
+        Reply([tool_use("run_code", {"code": "n = 2"})]),
+        Reply([tool_use("run_cell", {"cell_id": "show"})]),
+        Reply([text("done")]),
+    ]
+    progress = io.StringIO()
+    with StandInAPI(script) as api:
+        env = {**os.environ, **api.environment(), "QLOOP_APPROVAL": policy}
+        AgentNotebookClient(nb, progress=progress, timeout=120).execute(env=env)
+        requests = list(api.requests)
+    return nb, requests, progress.getvalue()
+
+
+def test_qloop_run_runs_the_cell_and_its_outputs_land_in_that_cell_of_the_output() -> None:
+    nb, requests, progress = run_headless("auto")
+    show = nb.cells[1]
+    assert [o.get("text") for o in show.outputs] == ["n is 2\n"]
+    assert show.execution_count is None  # not a run of this notebook's order
+    assert all("application/vnd.qloop.cell-run+json" not in o.get("data", {})
+               for o in nb.cells[2].outputs)  # fmt: skip
+    result = result_text(tool_results(requests[2])[0])
+    assert "cell show ran; its outputs are in that cell" in result and "n is 2" in result
+    assert "qloop run: ran cell show: m: int 10 → 20" in progress
+    tools = {t["name"]: t for t in requests[0].body["tools"]}
+    assert "run_cell" in tools and "run" not in tools["add_cell"]["input_schema"]["properties"]
+
+
+def test_qloop_run_under_readonly_leaves_the_cell_as_it_ran() -> None:
+    nb, requests, _ = run_headless("readonly")
+    assert [o.get("text") for o in nb.cells[1].outputs] == ["n is 1\n"]
+    assert nb.cells[1].execution_count == 2
+    assert "readonly" in result_text(tool_results(requests[2])[0])

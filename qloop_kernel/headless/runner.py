@@ -20,7 +20,7 @@ from typing import Any, TextIO
 from nbclient import NotebookClient
 from nbclient.util import ensure_async, run_sync
 
-from ..notebook_view import NOTEBOOK_VIEW_KEY, notebook_view
+from ..notebook_view import CELLS_KEY, NOTEBOOK_VIEW_KEY, notebook_view
 from ..records import METADATA_KEY, MIME_TYPE, RecordError, load_record
 from ..records.text import usage_line
 from ..redact import redact_text
@@ -98,12 +98,20 @@ class SendsCellMetadata:
         if is_agent_source(cell.source):  # what read_notebook answers: the notebook as it is now
             view = notebook_view(self.nb.cells, path=self.notebook_path)
             self._metadata[NOTEBOOK_VIEW_KEY] = view
+            # what run_cell runs: each cell's type and whole source
+            self._metadata[CELLS_KEY] = {
+                str(c.get("id")): [c.cell_type, c.source] for c in self.nb.cells if c.get("id")
+            }
         saved = cell.metadata.get(METADATA_KEY)
         self._saved_digest = saved.get("digest") if isinstance(saved, dict) else None
 
     def _after_cell(self, cell: Any, cell_index: int, execute_reply: Any) -> None:
         keep_record(cell)
         self._note_proposals(cell)
+        moved = move_cell_runs(self.nb, cell) if is_agent_source(cell.source) else []
+        for line in moved:
+            if self.progress is not None:
+                self.progress.write(f"qloop run: {redact_text(line)}\n")
         if self.progress is not None:
             line = _progress_line(
                 cell, cell_index, len(self.nb.cells), execute_reply, self._saved_digest
@@ -136,6 +144,38 @@ class SendsCellMetadata:
         if self.progress is not None:
             self.progress.flush()
         self._proposed = []
+
+
+def move_cell_runs(nb: Any, agent: Any) -> list[str]:
+    """Move what the agent cell's run_cell calls produced into the cells that ran (their
+    outputs, as a run of the cell gives them); a line each. A cell after the agent cell is run
+    again by this run, in its turn, as any cell is."""
+    import nbformat
+
+    from ..notebook.cell_runs import CELL_RUN_MIME
+
+    kept, done = [], []
+    for output in agent.get("outputs", []):
+        shown = (output.get("data") or {}).get(CELL_RUN_MIME)
+        if not isinstance(shown, dict):
+            kept.append(output)
+            continue
+        target = str(shown.get("target", ""))
+        where = _index_of(nb, target)
+        outputs = shown.get("outputs")
+        if where is None or nb.cells[where].cell_type != "code" or not isinstance(outputs, list):
+            done.append(f"run_cell: no code cell {target} for its outputs")
+            continue
+        try:
+            nb.cells[where].outputs = [nbformat.from_dict(o) for o in outputs]
+        except Exception as exc:  # a malformed output: the cell keeps what it had
+            done.append(f"run_cell: the outputs of cell {target} are not nbformat ({exc})")
+            continue
+        nb.cells[where].execution_count = None
+        effect = str(shown.get("effect") or "")
+        done.append(f"ran cell {target}" + (f": {effect}" if effect else ""))
+    agent["outputs"] = kept
+    return done
 
 
 def apply_proposals(nb: Any, agent_cell: str, record: Any) -> list[str]:

@@ -125,7 +125,7 @@ class KernelAgent:
         """Where the agent may propose cells: a page whose extension shows proposals, or
         ``qloop run`` (which sent the notebook's view and applies them); None elsewhere. Where
         the page also takes a cell's outputs, the agent may run cells (cell_runs.py)."""
-        from .cell_runs import CELL_OPS, CellRuns
+        from .cell_runs import CELL_OPS, CellPort, CellRuns, PagePort, RunnerPort
         from .code import CodeRunner
         from .proposals import CellProposals
         from .tools import code_classifier, session_private_variables
@@ -144,11 +144,16 @@ class KernelAgent:
             cells = view.get("cells") if isinstance(view, dict) else None
             return [str(c.get("id")) for c in cells] if isinstance(cells, list) else None
 
-        runs = None
+        port: CellPort | None = None
         if page is not None and page.operations >= CELL_OPS:
+            port = PagePort(cell.cell_id, page)
+        elif cell.headless and isinstance(cell.cells, dict):
+            port = RunnerPort(cell.cells)
+        runs = None
+        if port is not None:
             private = session_private_variables(self.shell)
             runner = CodeRunner(self.shell, timeout_s=settings.code_timeout, private=private)
-            runs = CellRuns(cell.cell_id, page, runner)
+            runs = CellRuns(cell.cell_id, port, runner)
         classify = code_classifier(self.shell)
         return CellProposals(cell.cell_id, page, view_ids, classify, runs=runs, undo=self.undo)
 

@@ -8,7 +8,7 @@ from typing import Any
 from IPython.core.error import UsageError
 
 from ..errors import QloopError
-from ..notebook_view import NOTEBOOK_VIEW_KEY
+from ..notebook_view import CELLS_KEY, NOTEBOOK_VIEW_KEY
 from .store import NotebookStore
 
 
@@ -30,6 +30,7 @@ class CellContext:
     headless: bool = False  # sent by `qloop run`: a cell id, but nobody to click
     client: str | None = None  # the frontend connection that sent the request (header.session)
     notebook: Any = None  # `qloop run`: the view of the notebook it executes (notebook_view.py)
+    cells: Any = None  # `qloop run`: every cell's type and whole source (cell_runs.CELLS_KEY)
 
     @property
     def interactive(self) -> bool:
@@ -48,6 +49,7 @@ def current_cell(shell: Any) -> CellContext:
         headless=bool(metadata.get("qloopHeadless")),
         client=client if isinstance(client, str) else None,
         notebook=metadata.get(NOTEBOOK_VIEW_KEY) if metadata.get("qloopHeadless") else None,
+        cells=metadata.get(CELLS_KEY) if metadata.get("qloopHeadless") else None,
     )
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
@@ -37,6 +37,70 @@ CELL_OPS = frozenset({"cell_source", "set_outputs"})
 """What a page must answer for the agent to run its cells."""
 
 AGENT_MAGIC = "%%agent"
+CELL_RUN_MIME = "application/vnd.qloop.cell-run+json"
+"""A headless run_cell's outputs, shown in the agent cell for ``qloop run`` to move into the cell
+that ran ({"target", "outputs"})."""
+
+
+class CellPort(Protocol):
+    """Where the agent's cells are: their sources, and where a run's outputs go."""
+
+    def cell(self, cell_id: str) -> tuple[str, str] | None:
+        """The cell's type and whole source, or None (no such cell, or nobody answered)."""
+        ...
+
+    def deliver(
+        self, cell_id: str, source: str, outputs: list[dict[str, Any]], effect: str
+    ) -> bool:
+        """Make ``outputs`` the cell's outputs; whether that was done."""
+        ...
+
+
+@dataclass
+class PagePort:
+    """The page that runs the agent cell (JupyterLab, Notebook 7), through the ``qloop`` comm."""
+
+    agent_cell: str
+    page: NotebookGrantStore
+
+    def cell(self, cell_id: str) -> tuple[str, str] | None:
+        answer = self.page.request("cell_source", cell_id=self.agent_cell, target=cell_id)
+        if answer is None:
+            return None
+        return str(answer.get("cell_type")), answer.get("source")  # type: ignore[return-value]
+
+    def deliver(
+        self, cell_id: str, source: str, outputs: list[dict[str, Any]], effect: str
+    ) -> bool:
+        answer = self.page.request(
+            "set_outputs", cell_id=self.agent_cell, target=cell_id, source=source,
+            outputs=outputs, effect=effect,
+        )  # fmt: skip
+        return answer is not None
+
+
+@dataclass
+class RunnerPort:
+    """``qloop run`` (and papermill, nbconvert through it): the cells it sent with the agent
+    cell, and outputs it moves from the agent cell into the cell that ran, once the agent cell
+    has run."""
+
+    cells: Mapping[str, Any]
+
+    def cell(self, cell_id: str) -> tuple[str, str] | None:
+        found = self.cells.get(cell_id)
+        if not (isinstance(found, list | tuple) and len(found) == 2):
+            return None
+        return str(found[0]), found[1]
+
+    def deliver(
+        self, cell_id: str, source: str, outputs: list[dict[str, Any]], effect: str
+    ) -> bool:
+        from IPython.display import display
+
+        shown = {"target": cell_id, "outputs": outputs, "effect": effect}
+        display({CELL_RUN_MIME: shown, "text/plain": f"cell {cell_id} ran"}, raw=True)
+        return True
 
 
 class RunCellInput(BaseModel):
@@ -51,24 +115,23 @@ class RunCellInput(BaseModel):
 
 @dataclass
 class CellRuns:
-    """Runs cells of the page's notebook for the turn of ``agent_cell``."""
+    """Runs cells of the notebook for the turn of ``agent_cell``."""
 
     agent_cell: str
-    page: NotebookGrantStore
+    port: CellPort
     runner: CodeRunner
 
     def source_of(self, cell_id: str) -> str:
-        """The source of code cell ``cell_id`` as the page holds it now."""
+        """The source of code cell ``cell_id`` as the notebook holds it now."""
         if cell_id == self.agent_cell:
             raise ToolFailure("this is the running agent cell: it cannot run itself")
-        answer = self.page.request("cell_source", cell_id=self.agent_cell, target=cell_id)
-        if answer is None:
+        found = self.port.cell(cell_id)
+        if found is None:
             raise ToolFailure(
                 f"the notebook has no cell with id {cell_id!r}, or its page did not answer; "
                 "read_notebook lists the cells and their ids"
             )
-        kind = answer.get("cell_type")
-        source = answer.get("source")
+        kind, source = found
         if kind != "code" or not isinstance(source, str):
             raise ToolFailure(f"cell {cell_id} is a {kind} cell: only code cells run")
         if source.lstrip().startswith(AGENT_MAGIC):
@@ -91,16 +154,13 @@ class CellRuns:
         with ran.redacting():
             outputs = redact(cell_outputs(ran))
             effect = "; ".join(ran.step.lines()) if ran.step.changes else ""
-            answer = self.page.request(
-                "set_outputs", cell_id=self.agent_cell, target=cell_id, source=source,
-                outputs=outputs, effect=effect,
-            )  # fmt: skip
+            taken = self.port.deliver(cell_id, source, outputs, effect)
             where = (
                 f"cell {cell_id} ran; its outputs are in that cell"
-                if answer is not None
+                if taken
                 else f"cell {cell_id} ran, but its page did not take the outputs (it closed)"
             )
-            line(where + (f". {effect}" if effect else ""), "info" if answer else "warn")
+            line(where + (f". {effect}" if effect else ""), "info" if taken else "warn")
             content = ran.content()
         content[0] = {**content[0], "text": f"{where}.\n\n{content[0]['text']}"}
         return ran.answer(content)

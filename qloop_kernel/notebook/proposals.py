@@ -237,7 +237,8 @@ class CellProposals:
             said = f"accepted: added cell {cell_id} after {where}" + _by_user(answer, edited)
             before = self.undo.latest if self.undo is not None else None
             try:
-                if input.get("run") and self.runs is not None and input.get("cell_type") == "code":
+                runs = self.runs is not None and self.page is not None  # qloop run: never
+                if input.get("run") and runs and input.get("cell_type") == "code":
                     return self._run_added(said, cell_id, source)
                 return said
             finally:
@@ -419,7 +420,8 @@ def proposal_tools(proposals: CellProposals) -> list[Tool]:
         return edit
 
     runs = proposals.runs
-    adding = add_cell_that_runs if runs is not None else add_cell
+    # A cell qloop run adds is written into the output notebook once every cell has run: no run.
+    adding = add_cell_that_runs if runs is not None and proposals.interactive else add_cell
     tools = [
         Tool.from_function(adding, name="add_cell", editable_field="source", classify=classify),
         Tool.from_function(edit_cell, editable_field="source", classify=classify),
