@@ -10,16 +10,22 @@
  * agent_cell.ipynb: cell 0 loads the extension, cell 1 is the agent cell,
  * cell 2 prints `y + 1`.
  */
+import * as fs from 'fs';
+import * as path from 'path';
+
 import { IJupyterLabPageFixture } from '@jupyterlab/galata';
 import { Locator, Page } from '@playwright/test';
 
 import {
+  INotebookFile,
   IStandIn,
+  NOTEBOOK_DIR,
   StandInItem,
   expect,
   test,
   toolResults,
-  waitForIdleKernel
+  waitForIdleKernel,
+  waitForKernelReady
 } from './fixtures';
 import {
   runAll as runAll7,
@@ -172,6 +178,21 @@ for (const theme of THEMES) {
         expect(cell.metadata.qloop_proposal).toBeUndefined();
         expect(cell.metadata.qloop_provenance).toBeUndefined();
       }
+      // Every cell but the agent cell (its record, its outputs) is as in the
+      // file before: the same source and the same metadata (but the `trusted`
+      // flag JupyterLab itself writes for a cell it ran).
+      const original = JSON.parse(
+        fs.readFileSync(path.join(NOTEBOOK_DIR, NOTEBOOK), 'utf-8')
+      );
+      const kept = (cells: INotebookFile['cells']) =>
+        cells
+          .filter(c => c.id !== 'agent')
+          .map(c => ({
+            id: c.id,
+            source: ([] as string[]).concat(c.source ?? []).join(''),
+            metadata: { ...c.metadata, trusted: undefined }
+          }));
+      expect(kept(file.cells)).toEqual(kept(original.cells));
     });
   });
 }
@@ -187,6 +208,48 @@ const PROPOSE_TWO: StandInItem[] = [
   },
   { content: 'Proposed two.' }
 ];
+
+test.describe('with real kernel messages', () => {
+  // Galata's kernel mock breaks on a restart.
+  test.use({ kernels: null });
+
+  test('an accepted cell is an ordinary cell: it runs after a kernel restart without qloop', async ({
+    page,
+    openNotebook,
+    runAll,
+    standIn
+  }) => {
+    const kept = 'print("kept", 6 * 7)';
+    await standIn.reset([
+      {
+        content: [
+          { type: 'tool_use', name: 'add_cell', input: { source: kept } }
+        ]
+      },
+      { content: 'Proposed.' }
+    ]);
+    await openNotebook(NOTEBOOK);
+    await runAll({ wait: false });
+    const bar = page.locator('.qloop-proposal');
+    await expect(bar).toBeVisible({ timeout: 60000 });
+    await bar.locator('button.qloop-proposal-accept').click();
+    await expect(bar).toHaveCount(0);
+    await waitForIdleKernel(page);
+
+    await waitForKernelReady(page);
+    await page.menu.clickMenuItem('Kernel>Restart Kernel…');
+    await page.locator('.jp-Dialog .jp-mod-accept').click();
+    await waitForIdleKernel(page);
+    // Only the accepted cell runs: qloop is not loaded in the fresh kernel.
+    await page.notebook.runCell(2, { inplace: true });
+    await expect
+      .poll(async () =>
+        ((await page.notebook.getCellTextOutput(2)) ?? []).join('')
+      )
+      .toBe('kept 42\n');
+    expect(await standIn.requests()).toHaveLength(2);
+  });
+});
 
 test.describe('the proposals of one response', () => {
   test('wait together, in order, and Accept all keeps both', async ({

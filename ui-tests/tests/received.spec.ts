@@ -37,6 +37,25 @@ import json, sys
 from qloop_kernel.records import CellRecord, DecisionRecord, Timings, ToolCallRecord
 
 cell_id, prompt, code = sys.argv[1:4]
+proposed = sys.argv[4] if len(sys.argv) > 4 else None
+calls = [
+    ToolCallRecord(
+        id="toolu_1",
+        name="run_code",
+        input={"code": code},
+        decision=DecisionRecord(kind="approved"),
+    )
+]
+if proposed:
+    calls.append(
+        ToolCallRecord(
+            id="toolu_2",
+            name="add_cell",
+            input={"source": proposed},
+            decision=DecisionRecord(kind="approved"),
+            output_summary="accepted: added cell made after agent by the user",
+        )
+    )
 record = CellRecord(
     session_id="s",
     cell_id=cell_id,
@@ -44,26 +63,26 @@ record = CellRecord(
     model="claude-sonnet-5-5",
     status="completed",
     answer="done",
-    tool_calls=[
-        ToolCallRecord(
-            id="toolu_1",
-            name="run_code",
-            input={"code": code},
-            decision=DecisionRecord(kind="approved"),
-        )
-    ],
+    tool_calls=calls,
     timings=Timings(started_at="2026-01-01T00:00:00.000+00:00"),
 )
 print(json.dumps(record.to_json()))
 `;
 
-/** A record of CODE signed with a fresh key in a temporary folder. */
-function receivedRecord(): Record<string, unknown> {
+/** A record of CODE (and of a cell it added, `proposed`) signed with a fresh key. */
+function receivedRecord(proposed?: string): Record<string, unknown> {
   const folder = fs.mkdtempSync(path.join(os.tmpdir(), 'qloop-received-'));
   try {
     const output = execFileSync(
       process.env.PYTHON || 'python',
-      ['-c', MAKE_RECORD, AGENT_ID, PROMPT, CODE],
+      [
+        '-c',
+        MAKE_RECORD,
+        AGENT_ID,
+        PROMPT,
+        CODE,
+        ...(proposed ? [proposed] : [])
+      ],
       {
         env: {
           ...process.env,
@@ -155,10 +174,73 @@ test.describe('a record received from elsewhere', () => {
     await waitForIdleKernel(page);
     await expect.poll(() => outputText(page, AFTER)).toBe('False\n');
     expect(await executionCount(page, AFTER)).not.toBeNull();
-    await expect(card.locator('.qloop-card-decision')).toContainText(
-      'denied'
-    );
+    await expect(card.locator('.qloop-card-decision')).toContainText('denied');
     await expect(await cell(page, AGENT)).toContainText('replay not run');
     expect(await standIn.requests()).toEqual([]);
+  });
+});
+
+test.describe('a received notebook with proposed cells', () => {
+  test('nothing is proposed or applied without a click: the cells stay as they came', async ({
+    page,
+    runAll,
+    saveAndRead,
+    standIn,
+    tmpPath
+  }) => {
+    const added = "b = 'from the sender'";
+    const record = receivedRecord(added);
+    const sent = notebook(record);
+    // The cell the sender's turn added, and a cell dressed up as a waiting proposal.
+    sent.cells.splice(
+      2,
+      0,
+      codeCell('made', added, {
+        qloop_provenance: { agent_cell: AGENT_ID, signature: 'forged' }
+      }),
+      codeCell('bait', "c = 'never accepted'", {
+        qloop_proposal: { id: 'toolu_3', kind: 'add', agent_cell: AGENT_ID }
+      })
+    );
+    const serverPath = `${tmpPath}/received_cells.ipynb`;
+    expect(
+      await page.contents.uploadContent(
+        JSON.stringify(sent),
+        'text',
+        serverPath
+      )
+    ).toBe(true);
+    expect(await page.notebook.openByPath(serverPath)).toBe(true);
+    expect(await page.notebook.activate('received_cells.ipynb')).toBe(true);
+    await (await cell(page, 4)).waitFor();
+
+    await runAll({ wait: false });
+    const card = (await approvalCard(page, AGENT)).filter({
+      hasText: 'Replay 1 saved code step'
+    });
+    await expect(card).toBeVisible({ timeout: 60000 });
+    await expect(card).toContainText('received from elsewhere');
+    // No proposal bar: a saved turn's cells are never proposed again.
+    await expect(page.locator('.qloop-proposal')).toHaveCount(0);
+    await button(card, 'Deny').click();
+    await waitForIdleKernel(page);
+    await expect(await cell(page, AGENT)).toContainText(
+      'cell made, added by this turn, is in the notebook as accepted; the replay does not propose it again'
+    );
+    await expect(page.locator('.qloop-proposal')).toHaveCount(0);
+    expect(await standIn.requests()).toEqual([]);
+
+    const file = await saveAndRead(serverPath);
+    expect(
+      file.cells.map(c => [
+        c.id,
+        ([] as string[]).concat(c.source ?? []).join('')
+      ])
+    ).toEqual(sent.cells.map(c => [c.id, c.source]));
+    expect(file.cells[3].metadata.qloop_proposal).toEqual({
+      id: 'toolu_3',
+      kind: 'add',
+      agent_cell: AGENT_ID
+    });
   });
 });
