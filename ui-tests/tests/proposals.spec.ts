@@ -251,6 +251,16 @@ test.describe('with real kernel messages', () => {
   });
 });
 
+/** The results of the two proposals the model is sent, once it is sent them. */
+async function bothResults(standIn: IStandIn): Promise<string[]> {
+  await expect
+    .poll(async () => (await standIn.requests()).length, { timeout: 30000 })
+    .toBe(2);
+  return toolResults((await standIn.requests())[1]).map(r =>
+    JSON.stringify(r.content)
+  );
+}
+
 test.describe('the proposals of one response', () => {
   test('wait together, in order, and Accept all keeps both', async ({
     page,
@@ -268,12 +278,7 @@ test.describe('the proposals of one response', () => {
     await expect(all).toBeVisible();
     await all.click();
     await expect(bars).toHaveCount(0);
-    await expect
-      .poll(async () => (await standIn.requests()).length, { timeout: 30000 })
-      .toBe(2);
-    const told = toolResults((await standIn.requests())[1]).map(r =>
-      JSON.stringify(r.content)
-    );
+    const told = await bothResults(standIn);
     expect(told[0]).toMatch(/accepted: added cell \S+ after agent by the user/);
     expect(told[1]).toMatch(/accepted: added cell \S+ after \S+ by the user/);
     await waitForIdleKernel(page);
@@ -304,11 +309,8 @@ test.describe('the proposals of one response', () => {
     await last.locator('.qloop-proposal-reason-input').fill('not now');
     await last.locator('button.qloop-proposal-confirm').click();
     await expect(bars).toHaveCount(0);
-    await expect
-      .poll(async () => (await standIn.requests()).length, { timeout: 30000 })
-      .toBe(2);
-    for (const result of toolResults((await standIn.requests())[1])) {
-      expect(JSON.stringify(result.content)).toContain('not now');
+    for (const result of await bothResults(standIn)) {
+      expect(result).toContain('not now');
     }
     await waitForIdleKernel(page);
     const file = await saveAndRead(serverPath);
@@ -390,6 +392,39 @@ test.describe('the proposal bar reads in every theme', () => {
       await waitForIdleKernel(page);
     });
   }
+});
+
+test('the bar works from the keyboard: Reject with a reason, then Accept, by Enter', async ({
+  page,
+  openNotebook,
+  runAll,
+  standIn
+}) => {
+  await standIn.reset(PROPOSE_TWO);
+  await openNotebook(NOTEBOOK);
+  await runAll({ wait: false });
+  const bars = page.locator('.qloop-proposal');
+  await expect(bars).toHaveCount(2, { timeout: 60000 });
+  // The first: Reject, a reason typed, Enter confirms.
+  const first = bars.first();
+  await first.locator('button.qloop-proposal-reject').focus();
+  await page.keyboard.press('Enter');
+  const reason = first.locator('.qloop-proposal-reason-input');
+  await expect(reason).toBeVisible();
+  await reason.focus();
+  await page.keyboard.type('by keyboard');
+  await page.keyboard.press('Enter');
+  await expect(bars).toHaveCount(1);
+  // The second: Accept, focused, takes Enter.
+  const accept = bars.first().locator('button.qloop-proposal-accept');
+  await accept.focus();
+  await expect(accept).toBeFocused();
+  await page.keyboard.press('Enter');
+  await expect(bars).toHaveCount(0);
+  const told = await bothResults(standIn);
+  expect(told[0]).toContain('by keyboard');
+  expect(told[1]).toMatch(/accepted: added cell \S+ after \S+ by the user/);
+  await waitForIdleKernel(page);
 });
 
 test('a page reloaded while a proposal waits shows it again, once, and its Accept ends the wait', async ({
