@@ -20,11 +20,12 @@ import {
   showProposals
 } from '../src/proposalview';
 
+import { quietYjs } from './yjs';
+
 const trans = nullTranslator.load('qloop');
 const HELLO: JSONObject = { frontend: 'jupyterlab', version: '9.9.9' };
 
 describe('showProposals', () => {
-  const yjsWarnings = ['Invalid access: Add Yjs type', '[yjs#509]'];
   let warn: jest.SpyInstance;
   let model: NotebookModel;
   let board: ProposalBoard;
@@ -33,15 +34,7 @@ describe('showProposals', () => {
   let ids: string[];
 
   beforeEach(() => {
-    const log = console.warn;
-    warn = jest
-      .spyOn(console, 'warn')
-      .mockImplementation((...args: unknown[]) => {
-        const message = String(args[0]);
-        if (!yjsWarnings.some(prefix => message.startsWith(prefix))) {
-          log(...args);
-        }
-      });
+    warn = quietYjs();
     model = new NotebookModel();
     model.sharedModel.insertCells(0, [
       { cell_type: 'code', source: '%%agent plot it', metadata: {} },

@@ -20,6 +20,7 @@ import {
 import { DELETED_REASON, ProposalBoard } from '../src/proposals';
 
 import { answerNow } from './answers';
+import { quietYjs } from './yjs';
 
 class FakeCell implements IProposalCell {
   readonly metadata: JSONObject = {};
@@ -725,7 +726,6 @@ describe('propose', () => {
 describe('propose in a notebook model', () => {
   // @jupyter/ydoc builds standalone cells and then moves them into the
   // notebook's document, and yjs warns about both steps.
-  const yjsWarnings = ['Invalid access: Add Yjs type', '[yjs#509]'];
   let warn: jest.SpyInstance;
   let model: NotebookModel;
   let board: ProposalBoard;
@@ -733,15 +733,7 @@ describe('propose in a notebook model', () => {
   let ids: string[];
 
   beforeEach(() => {
-    const log = console.warn;
-    warn = jest
-      .spyOn(console, 'warn')
-      .mockImplementation((...args: unknown[]) => {
-        const message = String(args[0]);
-        if (!yjsWarnings.some(prefix => message.startsWith(prefix))) {
-          log(...args);
-        }
-      });
+    warn = quietYjs();
     model = new NotebookModel();
     model.sharedModel.insertCells(0, [
       { cell_type: 'code', source: '%%agent clean the data', metadata: {} },

@@ -12,6 +12,7 @@ import { ICellJSON } from '../src/notebookview';
 import { ICellLookup, ICellMetadata, WRITABLE_KEYS } from '../src/protocol';
 
 import { handleNow as handleRequest } from './answers';
+import { quietYjs } from './yjs';
 
 /** A notebook with cells that only hold metadata. */
 class Cells implements ICellLookup {
@@ -361,16 +362,7 @@ describe('read_notebook', () => {
   it('reads the cells of a notebook model', () => {
     // @jupyter/ydoc builds standalone cells and then moves them into the
     // notebook's document, and yjs warns about both steps.
-    const yjsWarnings = ['Invalid access: Add Yjs type', '[yjs#509]'];
-    const log = console.warn;
-    const warn = jest
-      .spyOn(console, 'warn')
-      .mockImplementation((...args: unknown[]) => {
-        const message = String(args[0]);
-        if (!yjsWarnings.some(prefix => message.startsWith(prefix))) {
-          log(...args);
-        }
-      });
+    const warn = quietYjs();
     const model = new NotebookModel();
     model.sharedModel.insertCells(0, [
       { cell_type: 'markdown', source: 'intro', metadata: {} },
@@ -417,22 +409,13 @@ describe('read_notebook', () => {
 });
 
 describe('cell_source and set_outputs', () => {
-  const yjsWarnings = ['Invalid access: Add Yjs type', '[yjs#509]'];
   let model: NotebookModel;
   let lookup: NotebookCells;
   let ids: string[];
   let warn: jest.SpyInstance;
 
   beforeEach(() => {
-    const log = console.warn;
-    warn = jest
-      .spyOn(console, 'warn')
-      .mockImplementation((...args: unknown[]) => {
-        const message = String(args[0]);
-        if (!yjsWarnings.some(prefix => message.startsWith(prefix))) {
-          log(...args);
-        }
-      });
+    warn = quietYjs();
     model = new NotebookModel();
     model.sharedModel.insertCells(0, [
       { cell_type: 'code', source: '%%agent\nrun it', metadata: {} },
@@ -594,7 +577,6 @@ describe('cell_source and set_outputs', () => {
 });
 
 describe('a record saved in a page that has no output of its turn', () => {
-  const yjsWarnings = ['Invalid access: Add Yjs type', '[yjs#509]'];
   const MIME = 'application/vnd.qloop.transcript+json';
   let model: NotebookModel;
   let lookup: NotebookCells;
@@ -627,15 +609,7 @@ describe('a record saved in a page that has no output of its turn', () => {
   }
 
   beforeEach(() => {
-    const log = console.warn;
-    warn = jest
-      .spyOn(console, 'warn')
-      .mockImplementation((...args: unknown[]) => {
-        const message = String(args[0]);
-        if (!yjsWarnings.some(prefix => message.startsWith(prefix))) {
-          log(...args);
-        }
-      });
+    warn = quietYjs();
     model = new NotebookModel();
     model.sharedModel.insertCells(0, [
       {
