@@ -26,7 +26,7 @@ from typing import Any
 from qloop_kernel.conversation import SYSTEM_PROMPT
 from qloop_kernel.loop import Limits, QueryLoop
 from qloop_kernel.model import AnthropicModel
-from qloop_kernel.permissions import AutoApprover
+from qloop_kernel.policy.permissions import AutoApprover
 from qloop_kernel.testing import Reply, StandInAPI, text, tool_use
 from qloop_kernel.tools.runtime import Tool, ToolRuntime
 

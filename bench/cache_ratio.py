@@ -27,7 +27,7 @@ from bench.cache_cost import TOOLS  # noqa: E402
 from qloop_kernel.conversation import SYSTEM_PROMPT  # noqa: E402
 from qloop_kernel.loop import Limits, QueryLoop  # noqa: E402
 from qloop_kernel.model import AnthropicModel  # noqa: E402
-from qloop_kernel.permissions import AutoApprover  # noqa: E402
+from qloop_kernel.policy.permissions import AutoApprover  # noqa: E402
 from qloop_kernel.testing import DOCUMENTED_MODELS, Reply, StandInAPI, text, tool_use  # noqa: E402
 from qloop_kernel.testing.tokens import prompt_segments  # noqa: E402
 from qloop_kernel.tools.runtime import Tool, ToolRuntime  # noqa: E402

@@ -43,7 +43,7 @@ from bench.cache_cost import PROMPT, STEPS, TOOLS  # noqa: E402
 from qloop_kernel.conversation import SYSTEM_PROMPT, ConversationManager  # noqa: E402
 from qloop_kernel.loop import Limits, QueryLoop  # noqa: E402
 from qloop_kernel.model import AnthropicModel  # noqa: E402
-from qloop_kernel.permissions import AutoApprover  # noqa: E402
+from qloop_kernel.policy.permissions import AutoApprover  # noqa: E402
 from qloop_kernel.settings import Settings  # noqa: E402
 from qloop_kernel.testing import Reply, items_to_json, text, tool_use  # noqa: E402
 from qloop_kernel.tools.runtime import Tool, ToolRuntime  # noqa: E402

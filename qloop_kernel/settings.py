@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .errors import QloopError, UnknownModelPrice
 from .loop import Limits
-from .permissions import POLICIES, Policy
+from .policy.permissions import POLICIES, Policy
 from .pricing import Price, platform_price, price_figures
 from .providers import (
     DEFAULT_PROVIDER,

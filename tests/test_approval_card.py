@@ -19,8 +19,14 @@ from traitlets.config import Config
 
 from qloop_kernel.messages import ToolCall
 from qloop_kernel.notebook.approval import ApprovalCard, highlight, show_unasked
-from qloop_kernel.permissions import AlwaysAllow, ApprovalRequest, Approve, ApproveEdited, Deny
-from qloop_kernel.tools.risk import classify
+from qloop_kernel.policy.permissions import (
+    AlwaysAllow,
+    ApprovalRequest,
+    Approve,
+    ApproveEdited,
+    Deny,
+)
+from qloop_kernel.policy.risk import classify
 
 EXISTING = frozenset({"df", "victim"})
 

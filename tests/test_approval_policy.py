@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from qloop_kernel.grants import (
+from qloop_kernel.messages import ToolCall
+from qloop_kernel.policy.grants import (
     Grant,
     Grants,
     NotebookGrants,
@@ -21,8 +22,7 @@ from qloop_kernel.grants import (
     open_notebook_grants,
     seal_notebook_grants,
 )
-from qloop_kernel.messages import ToolCall
-from qloop_kernel.permissions import (
+from qloop_kernel.policy.permissions import (
     POLICY_DENIAL_PREFIX,
     AlwaysAllow,
     ApprovalPolicy,
@@ -35,8 +35,8 @@ from qloop_kernel.permissions import (
     denial_line,
     policy_approver,
 )
+from qloop_kernel.policy.risk import RISKS, classify
 from qloop_kernel.records import signing
-from qloop_kernel.tools.risk import RISKS, classify
 from qloop_kernel.tools.runtime import Tool, ToolRuntime
 
 # One step of each class, each leaving a mark in the namespace when it runs.

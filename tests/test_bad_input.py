@@ -28,7 +28,7 @@ from qloop_kernel.headless.runner import AgentNotebookClient
 from qloop_kernel.loop import Limits, QueryLoop
 from qloop_kernel.messages import ToolCall, ToolOutcome
 from qloop_kernel.notebook.tools import builtin_tools
-from qloop_kernel.permissions import ApprovalRequest, Approve, Decision, Deny
+from qloop_kernel.policy.permissions import ApprovalRequest, Approve, Decision, Deny
 from qloop_kernel.records import (
     CellRecord,
     DecisionRecord,

@@ -7,7 +7,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from qloop_kernel.messages import ToolCall
 from qloop_kernel.notebook.tools import builtin_tools
-from qloop_kernel.permissions import AutoApprover
+from qloop_kernel.policy.permissions import AutoApprover
 from qloop_kernel.tools.runtime import Tool, ToolRuntime
 from qloop_kernel.tools.user import ToolNameTaken, tool, unregister_all
 

@@ -24,7 +24,13 @@ from traitlets.config import Config
 from qloop_kernel.messages import ToolCall
 from qloop_kernel.notebook import approval, pump
 from qloop_kernel.notebook.approval import ApprovalCard, CardApprover
-from qloop_kernel.permissions import AlwaysAllow, ApprovalRequest, Approve, ApproveEdited, Deny
+from qloop_kernel.policy.permissions import (
+    AlwaysAllow,
+    ApprovalRequest,
+    Approve,
+    ApproveEdited,
+    Deny,
+)
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 WAIT_CAP = 10.0

@@ -28,7 +28,7 @@ from qloop_kernel.messages import (
     TurnResult,
 )
 from qloop_kernel.model import AnthropicModel, RetryPolicy
-from qloop_kernel.permissions import AutoApprover
+from qloop_kernel.policy.permissions import AutoApprover
 from qloop_kernel.testing import RawReply, Reply, StandInAPI, text, thinking, tool_use
 from qloop_kernel.testing.script import ScriptItem
 from qloop_kernel.testing.scripted import ScriptedModel, respond

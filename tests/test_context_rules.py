@@ -24,7 +24,7 @@ from qloop_kernel.context_rules import (
 )
 from qloop_kernel.conversation import SYSTEM_PROMPT, ConversationManager
 from qloop_kernel.model import AnthropicModel
-from qloop_kernel.permissions import AutoApprover
+from qloop_kernel.policy.permissions import AutoApprover
 from qloop_kernel.records.drift import differences
 from qloop_kernel.records.schema import Fingerprint, SourcePrint
 from qloop_kernel.settings import Settings

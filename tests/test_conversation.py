@@ -9,7 +9,7 @@ import pytest
 
 from qloop_kernel.context import ContextPolicy
 from qloop_kernel.conversation import ConversationManager
-from qloop_kernel.permissions import AutoApprover
+from qloop_kernel.policy.permissions import AutoApprover
 from qloop_kernel.pricing import UnknownModelPrice, parse_price, price_for, prices_as_of
 from qloop_kernel.records import RecordError, load_record
 from qloop_kernel.settings import Settings

@@ -11,7 +11,7 @@ import pytest
 from qloop_kernel.loop import QueryLoop
 from qloop_kernel.messages import Failed
 from qloop_kernel.model import AnthropicModel, RetryPolicy, _connection_note
-from qloop_kernel.permissions import AutoApprover
+from qloop_kernel.policy.permissions import AutoApprover
 from qloop_kernel.records import MIME_TYPE
 from qloop_kernel.testing import Fault, Reply, StandInAPI
 from qloop_kernel.tools.runtime import ToolRuntime

@@ -18,7 +18,7 @@ from qloop_kernel.messages import (
     ToolOutcome,
     Usage,
 )
-from qloop_kernel.permissions import Approve, AutoApprover, Deny
+from qloop_kernel.policy.permissions import Approve, AutoApprover, Deny
 from qloop_kernel.pricing import Price
 from qloop_kernel.testing.script import text, thinking, tool_use
 from qloop_kernel.testing.scripted import ScriptedModel, respond

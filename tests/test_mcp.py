@@ -24,7 +24,7 @@ from qloop_kernel.mcp import config as mcp_config
 from qloop_kernel.mcp.config import McpConfigError, ServerConfig, parse_servers
 from qloop_kernel.mcp.servers import McpServers
 from qloop_kernel.messages import ToolCall
-from qloop_kernel.permissions import (
+from qloop_kernel.policy.permissions import (
     AlwaysAllow,
     ApprovalPolicy,
     ApprovalRequest,

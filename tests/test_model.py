@@ -29,7 +29,7 @@ from qloop_kernel.messages import (
 )
 from qloop_kernel.model import AnthropicModel, RetryPolicy
 from qloop_kernel.notebook.commands import COMMANDS
-from qloop_kernel.permissions import AutoApprover
+from qloop_kernel.policy.permissions import AutoApprover
 from qloop_kernel.pricing import (
     UnknownModelPrice,
     known_models,

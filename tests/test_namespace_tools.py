@@ -14,7 +14,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
 from qloop_kernel.messages import ToolCall
-from qloop_kernel.permissions import AutoApprover
+from qloop_kernel.policy.permissions import AutoApprover
 from qloop_kernel.tools.history import notebook_history
 from qloop_kernel.tools.namespace import MAX_ROWS, inspect_variable, list_variables
 from qloop_kernel.tools.runtime import Tool, ToolInputError, ToolRuntime

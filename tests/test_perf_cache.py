@@ -9,7 +9,7 @@ import pytest
 from qloop_kernel.loop import Limits, QueryLoop
 from qloop_kernel.messages import ModelRequest
 from qloop_kernel.model import AnthropicModel, build_params, cache_minimum
-from qloop_kernel.permissions import AutoApprover
+from qloop_kernel.policy.permissions import AutoApprover
 from qloop_kernel.testing import Reply, StandInAPI, text, tool_use
 from qloop_kernel.testing.tokens import prompt_segments
 from qloop_kernel.tools.runtime import Tool, ToolRuntime

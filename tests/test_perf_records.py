@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from qloop_kernel.conversation import ConversationManager
-from qloop_kernel.permissions import AutoApprover
+from qloop_kernel.policy.permissions import AutoApprover
 from qloop_kernel.records import CellRecord, RecordError, load_record, unsigned_json
 from qloop_kernel.settings import Settings
 from qloop_kernel.testing.script import text, tool_use

@@ -15,7 +15,7 @@ import pytest
 from qloop_kernel.loop import Limits, QueryLoop
 from qloop_kernel.messages import Completed, Failed
 from qloop_kernel.model import AnthropicModel, RetryPolicy, adapt_params
-from qloop_kernel.permissions import ApprovalRequest, Approve, Decision
+from qloop_kernel.policy.permissions import ApprovalRequest, Approve, Decision
 from qloop_kernel.probe import forget_probes
 from qloop_kernel.providers import (
     FULL,

@@ -7,8 +7,8 @@ import itertools
 import pytest
 
 from qloop_kernel.notebook.replay import combined_verdict
-from qloop_kernel.permissions import POLICIES, policy_verdict
-from qloop_kernel.tools.risk import Risk
+from qloop_kernel.policy.permissions import POLICIES, policy_verdict
+from qloop_kernel.policy.risk import Risk
 
 RISKS: tuple[Risk, ...] = ("read", "write", "compute", "unknown", "destructive", "external")
 

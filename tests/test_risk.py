@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from IPython.core.inputtransformer2 import TransformerManager
 
-from qloop_kernel.permissions import (
+from qloop_kernel.policy import risk
+from qloop_kernel.policy.permissions import (
     HEADLESS_HINT,
     POLICIES,
     AutoApprover,
@@ -22,8 +23,14 @@ from qloop_kernel.permissions import (
     policy_denial,
     policy_verdict,
 )
-from qloop_kernel.tools import risk
-from qloop_kernel.tools.risk import RISKS, Assessment, Reason, classify, most_severe, rules_markdown
+from qloop_kernel.policy.risk import (
+    RISKS,
+    Assessment,
+    Reason,
+    classify,
+    most_severe,
+    rules_markdown,
+)
 from tests.fixtures.risk_corpus import CASES, EXISTING, Case
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -230,7 +237,7 @@ def test_external_code_stays_dangerous_inside_a_function_it_defines(case: Case):
 def test_docs_rules_table_is_the_one_the_code_renders():
     text = (ROOT / "docs" / "approval.md").read_text("utf-8")
     documented = text.split("<!-- rules:start -->\n")[1].split("<!-- rules:end -->")[0]
-    assert documented == rules_markdown(), "re-render with qloop_kernel.tools.risk.rules_markdown()"
+    assert documented == rules_markdown(), "re-render with qloop_kernel.policy.risk.rules_markdown()"
 
 
 def test_rules_table_lists_every_name_of_every_table():

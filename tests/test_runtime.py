@@ -7,7 +7,7 @@ import logging
 from pydantic import BaseModel, Field
 
 from qloop_kernel.messages import ToolCall
-from qloop_kernel.permissions import (
+from qloop_kernel.policy.permissions import (
     AlwaysAllow,
     Approve,
     ApproveEdited,
@@ -213,8 +213,8 @@ def test_each_call_is_logged_without_secrets(caplog, monkeypatch):
 
 
 def test_would_ask_tells_what_the_approver_would_be_asked_and_decides_nothing():
-    from qloop_kernel.grants import Grant
-    from qloop_kernel.permissions import ApprovalPolicy
+    from qloop_kernel.policy.grants import Grant
+    from qloop_kernel.policy.permissions import ApprovalPolicy
 
     approver = Recorder()
     runtime = ToolRuntime.of(

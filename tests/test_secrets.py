@@ -31,7 +31,7 @@ from qloop_kernel.headless import cli
 from qloop_kernel.headless.runner import AgentNotebookClient
 from qloop_kernel.messages import ToolCall
 from qloop_kernel.notebook.tools import builtin_tools
-from qloop_kernel.permissions import AutoApprover
+from qloop_kernel.policy.permissions import AutoApprover
 from qloop_kernel.records import CellRecord, Timings, load_record
 from qloop_kernel.redact import (
     MIN_FRAGMENT,

@@ -239,7 +239,7 @@ def test_a_step_cannot_use_qloop_commands_or_register_tools(
 def test_a_step_that_patches_the_approver_ends_the_turn(lab: LabKernel, api: StandInAPI) -> None:
     patch = (
         "from qloop_kernel.notebook.approval import CardApprover\n"
-        "from qloop_kernel.permissions import Approve\n"
+        "from qloop_kernel.policy.permissions import Approve\n"
         "CardApprover.decide = lambda self, request: Approve()"
     )
     api.set_script(
@@ -261,7 +261,7 @@ def test_a_step_that_patches_the_approver_ends_the_turn(lab: LabKernel, api: Sta
 
 def test_a_huge_turn_makes_a_record_that_reads_back() -> None:
     from qloop_kernel.conversation import ConversationManager
-    from qloop_kernel.permissions import AutoApprover
+    from qloop_kernel.policy.permissions import AutoApprover
     from qloop_kernel.records import MAX_RECORD_BYTES, load_record
     from qloop_kernel.settings import Settings
     from qloop_kernel.testing.script import text as text_block

@@ -8,7 +8,7 @@ from annotated_types import Interval
 
 from qloop_kernel.messages import ToolCall
 from qloop_kernel.notebook.tools import builtin_tools
-from qloop_kernel.permissions import AutoApprover
+from qloop_kernel.policy.permissions import AutoApprover
 from qloop_kernel.tools.runtime import Tool, ToolRuntime
 
 # A module whose function reads its annotation by name, as `from __future__ import annotations`

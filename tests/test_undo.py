@@ -31,7 +31,7 @@ from qloop_kernel.notebook.undo import (
     snapshot_copy,
     undo_log,
 )
-from qloop_kernel.permissions import ApprovalRequest, Approve, Decision, Deny
+from qloop_kernel.policy.permissions import ApprovalRequest, Approve, Decision, Deny
 from qloop_kernel.records import (
     CellRecord,
     DecisionRecord,

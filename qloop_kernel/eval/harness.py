@@ -24,10 +24,10 @@ from typing import Any
 import nbformat
 
 from ..headless.runner import AgentNotebookClient
+from ..policy.risk import classify
 from ..records import METADATA_KEY, RecordError, load_record
 from ..records.schema import REPLAYABLE_DECISIONS, CellRecord
 from ..redact import redact_text
-from ..tools.risk import classify
 from .suite import CHECK_TAG, SOLUTION_TAG, Task, is_agent, tags
 
 ANSWER_ROLE = "answer"

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..eval.cli import add_eval_parser
-from ..permissions import POLICIES
+from ..policy.permissions import POLICIES
 from ..redact import redact_text
 from .files import (
     EXIT_FAILED,

@@ -303,7 +303,7 @@ def denied_note(record: Any) -> str:
     denied = [call for call in record.tool_calls if call.decision.kind == "denied"]
     if not denied:
         return ""
-    from ..permissions import POLICY_DENIAL_PREFIX
+    from ..policy.permissions import POLICY_DENIAL_PREFIX
 
     reasons = {str(call.decision.reason or "") for call in denied}
     policies = sorted(

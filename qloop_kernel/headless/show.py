@@ -150,7 +150,7 @@ def risk_of(call: ToolCallRecord) -> str | None:
     None for a tool whose calls have no class."""
     from IPython.core.inputtransformer2 import TransformerManager
 
-    from ..tools.risk import classify
+    from ..policy.risk import classify
 
     code = call.input.get("code")
     if call.name != "run_code" or not isinstance(code, str):

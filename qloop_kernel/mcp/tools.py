@@ -21,7 +21,7 @@ from pydantic_core import PydanticCustomError
 
 from ..errors import ToolFailure
 from ..messages import Block
-from ..tools.risk import Assessment, Reason, Risk, most_severe
+from ..policy.risk import Assessment, Reason, Risk, most_severe
 from ..tools.runtime import MAX_RESULT_CHARS, Tool
 
 PREFIX = "mcp__"

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 
 from ..conversation import ConversationManager
-from ..grants import Grants, Scope
 from ..loop import CancelToken
 from ..messages import Interrupted, TurnResult
-from ..permissions import HEADLESS_HINT, ApprovalPolicy, Policy, policy_approver
+from ..policy.grants import Grants, Scope
+from ..policy.permissions import HEADLESS_HINT, ApprovalPolicy, Policy, policy_approver
 from ..pricing import UnknownModelPrice
 from ..providers import DEFAULT_PROVIDER, ProviderError, ProviderName, missing_setting
 from ..records import MIME_TYPE, RecordError, load_record
@@ -219,7 +219,7 @@ class KernelAgent:
 
     def replay_runtime(self) -> ToolRuntime:
         """The turn's tools; their approval was given once, by the replay's card or policy."""
-        from ..permissions import AutoApprover
+        from ..policy.permissions import AutoApprover
         from ..tools.runtime import ToolRuntime
         from .guard import StepGuard
 

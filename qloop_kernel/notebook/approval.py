@@ -24,15 +24,22 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as widgets
 from IPython.display import display
 
-from ..grants import SCOPE_TEXT, Grant, Scope
-from ..permissions import AlwaysAllow, ApprovalRequest, Approve, ApproveEdited, Decision, Deny
+from ..policy.grants import SCOPE_TEXT, Grant, Scope
+from ..policy.permissions import (
+    AlwaysAllow,
+    ApprovalRequest,
+    Approve,
+    ApproveEdited,
+    Decision,
+    Deny,
+)
 from ..text import clip, counted
 from ..visible import Piece, as_shown, bounded, has_marks, mixed_script_names, pieces
 from .pump import wait_until, wake
 from .waiting import announced
 
 if TYPE_CHECKING:
-    from ..tools.risk import Assessment, Risk
+    from ..policy.risk import Assessment, Risk
 
 # Theme colours (JupyterLab's CSS variables, so Light and Dark both read well) of each class.
 RISK_COLOURS: dict[str, str] = {
@@ -296,7 +303,7 @@ class ApprovalCard:
             return self._edit_assessment.risk
         steps = self.request.details.get("assessments")
         if isinstance(steps, list) and steps:
-            from ..tools.risk import most_severe
+            from ..policy.risk import most_severe
 
             return most_severe(a.risk for a in steps)
         return self.request.risk

@@ -25,8 +25,8 @@ from pydantic.json_schema import SkipJsonSchema
 
 from ..errors import ToolFailure
 from ..messages import Block
+from ..policy.risk import Assessment
 from ..redact import redact
-from ..tools.risk import Assessment
 from ..tools.runtime import Tool, format_exception
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..loop import TurnObserver
 from ..messages import ModelEvent, ModelResponse, ToolCall, ToolOutcome, Usage
-from ..permissions import ApprovalRequest, Approver, Decision, Deny
+from ..policy.permissions import ApprovalRequest, Approver, Decision, Deny
 from ..records import CellRecord
 from ..records.schema import VariableChange
 from ..redact import redact_text

@@ -79,8 +79,8 @@ examples:
 
 def help_text() -> str:
     """``%agent help``: the sub-commands, then the options (from options.py), policies, defaults."""
+    from ..policy.risk import RISKS
     from ..settings import SETTABLE
-    from ..tools.risk import RISKS
     from .options import help_lines, setting_names
 
     return HELP.format(
@@ -167,7 +167,7 @@ ALLOW_USAGE = (
 
 
 def _allow(magics: AgentMagics, args: list[str]) -> None:
-    from ..grants import SCOPE_TEXT, SCOPES, Grant, Scope
+    from ..policy.grants import SCOPE_TEXT, SCOPES, Grant, Scope
 
     agent = magics.agent
     tool = _known_tool(agent, args[0], "allow")
@@ -192,14 +192,14 @@ def _allow(magics: AgentMagics, args: list[str]) -> None:
 
 
 def _allow_usage() -> str:
-    from ..tools.risk import RISKS
+    from ..policy.risk import RISKS
 
     return ALLOW_USAGE.format(classes=", ".join(RISKS))
 
 
 def _granted_class(tool: Any, word: str | None) -> Any:
     """The class ``%agent allow`` grants: None (every call) for "all" or an unclassified tool."""
-    from ..tools.risk import RISKS
+    from ..policy.risk import RISKS
 
     if tool.classify is None or word == "all":
         return None

@@ -63,7 +63,7 @@ def rules_for(agent: Any, cell: CellContext, *, ask: bool = True) -> list[RulesU
 
 
 def _ask(use: RulesUse, approvals: RulesApprovals, cell: CellContext) -> RulesUse:
-    from ..permissions import Approve
+    from ..policy.permissions import Approve
     from .approval import CardApprover
 
     if use.status not in ("unapproved", "changed"):
@@ -78,7 +78,7 @@ def _ask(use: RulesUse, approvals: RulesApprovals, cell: CellContext) -> RulesUs
 
 def rules_request(use: RulesUse) -> Any:
     """The approval card's request for one project rules file: its text, or what changed."""
-    from ..permissions import ApprovalRequest
+    from ..policy.permissions import ApprovalRequest
 
     rules = use.file
     if use.status == "changed" and use.previous is not None:

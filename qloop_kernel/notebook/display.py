@@ -313,7 +313,7 @@ def _short_input(value: dict[str, Any], limit: int = 80) -> str:
 
 def denied_words(reason: str | None) -> str:
     """A denial as a person reads it: the policy's sentence, or "denied by you" and the reason."""
-    from ..permissions import POLICY_DENIAL_PREFIX
+    from ..policy.permissions import POLICY_DENIAL_PREFIX
 
     if reason and reason.startswith(POLICY_DENIAL_PREFIX):
         return reason

@@ -59,8 +59,8 @@ class StepGuard:
         self.agent.base_settings = self._base
 
     def _remember(self, runtime: ToolRuntime) -> None:
-        from ..grants import Grants
-        from ..permissions import ApprovalPolicy, AutoApprover, PolicyDenier
+        from ..policy.grants import Grants
+        from ..policy.permissions import ApprovalPolicy, AutoApprover, PolicyDenier
         from .approval import ApprovalCard, CardApprover
 
         owners = [(CardApprover, "decide"), (ApprovalCard, "wait"), (ApprovalCard, "_decide"),
@@ -75,8 +75,8 @@ class StepGuard:
         self._base = self.agent.base_settings
 
     def _state(self, runtime: ToolRuntime) -> dict[str, Any]:
-        from ..grants import Grants
-        from ..permissions import (
+        from ..policy.grants import Grants
+        from ..policy.permissions import (
             ApprovalPolicy,
             AutoApprover,
             PolicyDenier,

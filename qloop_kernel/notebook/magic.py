@@ -113,9 +113,9 @@ class AgentMagics(Magics):
 
     def _argument_words(self) -> set[str]:
         """Words a sub-command takes: tool and setting names, risk classes, scopes."""
-        from ..grants import SCOPES
+        from ..policy.grants import SCOPES
+        from ..policy.risk import RISKS
         from ..settings import SETTABLE
-        from ..tools.risk import RISKS
 
         tools = {t.name for t in self.agent.tools(self.agent.manager.settings)}
         return tools | set(SETTABLE) | set(RISKS) | set(SCOPES) | set(_commands()) | _VALUE_WORDS

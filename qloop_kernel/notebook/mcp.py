@@ -14,7 +14,7 @@ from typing import Any
 from IPython.core.error import UsageError
 
 from ..messages import ToolCall
-from ..permissions import ApprovalRequest, Approve
+from ..policy.permissions import ApprovalRequest, Approve
 from .cell import CellContext
 
 USAGE = """\

@@ -17,8 +17,8 @@ import logging
 import threading
 from typing import Any
 
-from ..grants import NOTEBOOK_KEY, Grant, Grants, NotebookGrants, open_notebook_grants
-from ..grants import seal_notebook_grants as seal
+from ..policy.grants import NOTEBOOK_KEY, Grant, Grants, NotebookGrants, open_notebook_grants
+from ..policy.grants import seal_notebook_grants as seal
 from .cell import CellContext
 from .pump import wait_until, wake
 

@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..errors import ToolFailure
 from ..messages import Block  # noqa: TC001 - the tools' hints are read at run time
 from ..notebook_view import SOURCE_CHARS
-from ..permissions import Approve, ApproveEdited, Deny
+from ..policy.permissions import Approve, ApproveEdited, Deny
+from ..policy.risk import Assessment, Reason, severity
 from ..records import signing
-from ..tools.risk import Assessment, Reason, severity
 from ..tools.runtime import Tool
 
 if TYPE_CHECKING:
     from ..messages import ToolCall
-    from ..permissions import ApprovalRequest, Approver, Decision
+    from ..policy.permissions import ApprovalRequest, Approver, Decision
     from ..records import CellRecord
     from .cell_runs import CellRuns
     from .notebook_grants import NotebookGrantStore

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from ..conversation import ConversationManager
-from ..grants import Grants
 from ..messages import ToolCall, ToolOutcome
-from ..permissions import (
+from ..policy.grants import Grants
+from ..policy.permissions import (
     ApprovalPolicy,
     ApprovalRequest,
     Approve,
@@ -40,13 +40,13 @@ from ..permissions import (
     Policy,
     Verdict,
 )
+from ..policy.risk import Assessment, Reason, most_severe
 from ..records import CellRecord, ToolCallRecord
 from ..records.drift import changed_after
 from ..records.schema import REPLAYABLE_DECISIONS
 from ..records.text import usage_line
 from ..settings import Settings
 from ..text import clip, counted
-from ..tools.risk import Assessment, Reason, most_severe
 from ..tools.runtime import Tool, ToolRuntime
 from .cell import AgentError, CellContext, store_for
 from .undo import StepChanges, UndoLog, undo_log

@@ -16,7 +16,7 @@ from ..tools.user import with_registered
 from .code import CodeRunner
 
 if TYPE_CHECKING:
-    from ..tools.risk import Assessment
+    from ..policy.risk import Assessment
 
 
 NotebookSource = Callable[[list[str] | None, bool], "dict[str, Any] | None"]
@@ -134,7 +134,7 @@ def code_classifier(shell: Any) -> Callable[[dict[str, Any]], Assessment]:
     transformed), against the names the user's namespace holds now. Nothing is executed."""
     from dataclasses import replace
 
-    from ..tools.risk import classify
+    from ..policy.risk import classify
 
     def assess(input: dict[str, Any]) -> Assessment:
         code = str(input.get("code", ""))

@@ -1,6 +1,6 @@
 """Undo of the last approved code step: snapshots taken before it runs, within a memory budget.
 
-Before a step runs, the variables it may change (``tools.risk.classify(...).may_change``; every
+Before a step runs, the variables it may change (``policy.risk.classify(...).may_change``; every
 variable when the analysis cannot bound them) are saved: pandas objects by a copy-on-write copy
 (free until one side is written), numpy arrays by a copy, polars by ``clone()``, Arrow objects and
 lazy plans as they are (immutable), connections, sessions, locks and files as they are (never
@@ -649,7 +649,7 @@ class UndoLog:
         self.on_undone: list[Callable[[UndoReport], None]] = []
 
     def _classify(self, code: str) -> Any:
-        from ..tools.risk import classify
+        from ..policy.risk import classify
 
         try:
             source = self.shell.transform_cell(code)

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..tools.risk import Risk, severity
+from ..policy.risk import Risk, severity
 
 DecisionKind = Literal["approve", "deny", "always", "edit"]
 DECISIONS: tuple[DecisionKind, ...] = ("approve", "deny", "always", "edit")

@@ -1,7 +1,7 @@
 """How an outside agent's call that can change anything is decided: policy, grant, then the card.
 
-The same rules as the in-notebook agent's (:func:`qloop_kernel.permissions.policy_verdict` on the
-class :func:`qloop_kernel.tools.risk.classify` gives the code): the user's ``QloopMCP.policy`` runs
+The same rules as the in-notebook agent's (:func:`qloop_kernel.policy.permissions.policy_verdict` on the
+class :func:`qloop_kernel.policy.risk.classify` gives the code): the user's ``QloopMCP.policy`` runs
 a class unasked, asks, or refuses it; a grant the user gave this client for this notebook and tool
 covers the class it was given for and milder ones; otherwise the notebook's page shows a card and
 the call waits for the click, sending progress to the client. Nobody can click when no page shows
@@ -17,8 +17,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..names import Policy
-from ..permissions import policy_denial, policy_verdict
-from ..tools.risk import Assessment
+from ..policy.permissions import policy_denial, policy_verdict
+from ..policy.risk import Assessment
 from .broker import Approval, Decision, OutsideBroker
 
 PROGRESS_EVERY_S = 5.0

@@ -16,9 +16,9 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, ContentBlock, ImageContent, TextContent, ToolAnnotations
 
 from ..notebook_view import notebook_view, render
+from ..policy.risk import Assessment, Reason, classify
 from ..redact import redact_text
 from ..text import truncate
-from ..tools.risk import Assessment, Reason, classify
 from . import record
 from .broker import OutsideBroker, notebook_key
 from .config import QloopMCP

@@ -23,9 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.json_schema import GenerateJsonSchema
 
 from ..errors import ToolFailure, ToolInputError
-from ..grants import Grant, Grants
 from ..messages import Block, DecisionKind, ToolCall, ToolOutcome, now_iso
-from ..permissions import (
+from ..policy.grants import Grant, Grants
+from ..policy.permissions import (
     AlwaysAllow,
     ApprovalPolicy,
     ApprovalRequest,
@@ -41,7 +41,7 @@ from ..text import clip
 from ..text import truncate as bounded
 
 if TYPE_CHECKING:
-    from .risk import Assessment
+    from ..policy.risk import Assessment
 
 log = logging.getLogger("qloop.tools")
 _RUNNING_CALL: ContextVar[str | None] = ContextVar("qloop_running_call", default=None)
@@ -117,7 +117,7 @@ class Tool:
         try:
             return self.classify(input)
         except Exception as exc:  # the classifier's failure must not crash the turn
-            from .risk import Assessment, Reason
+            from ..policy.risk import Assessment, Reason
 
             why = f"could not be classified ({type(exc).__name__}: {exc})"
             return Assessment("unknown", (Reason(1, "unknown", why),), None)

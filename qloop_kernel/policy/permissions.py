@@ -7,16 +7,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 if TYPE_CHECKING:
+    from ..messages import ToolCall
     from .grants import Scope
-    from .messages import ToolCall
-    from .tools.risk import Assessment, Risk
+    from .risk import Assessment, Risk
 
-from .names import POLICIES as POLICIES  # their home is names.py (the load imports only it)
-from .names import Policy as Policy
+from ..names import POLICIES as POLICIES  # their home is names.py (the load imports only it)
+from ..names import Policy as Policy
 
 Verdict: TypeAlias = Literal["run", "ask", "deny"]
 
-# The risk classes (qloop_kernel.tools.risk) each policy runs without asking anyone.
+# The risk classes (qloop_kernel.policy.risk) each policy runs without asking anyone.
 RUNS_WITHOUT_ASKING: dict[Policy, tuple[str, ...]] = {
     "auto": ("read", "write", "compute", "unknown", "destructive", "external"),
     "readonly": ("read",),
@@ -54,7 +54,7 @@ class Deny:
 @dataclass(frozen=True)
 class AlwaysAllow:
     """Run this call (with the user's edits, if any) and, in ``scope``, later calls of the same tool
-    of the same risk class or a milder one without asking (see :mod:`qloop_kernel.grants`)."""
+    of the same risk class or a milder one without asking (see :mod:`qloop_kernel.policy.grants`)."""
 
     input: dict[str, Any] | None = None
     scope: Scope = "session"

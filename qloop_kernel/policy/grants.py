@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal, TypeAlias, get_args
 
-from .messages import now_iso
-from .records import signing
-from .tools.risk import RISKS, Risk, severity
+from ..messages import now_iso
+from ..records import signing
+from .risk import RISKS, Risk, severity
 
 Scope: TypeAlias = Literal["cell", "session", "notebook"]
 SCOPES: tuple[Scope, ...] = get_args(Scope)
