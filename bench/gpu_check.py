@@ -94,8 +94,8 @@ def operations(value: Any) -> list[tuple[str, Callable[[], str]]]:
     """The four things the agent does to a variable, each returning a line to check."""
     from qloop_kernel.notebook.undo import take_snapshot
     from qloop_kernel.policy.risk import classify
-    from qloop_kernel.tools.fingerprint import fingerprint
     from qloop_kernel.tools.namespace import inspect_variable, list_variables
+    from qloop_kernel.values.fingerprint import fingerprint
 
     namespace = {"x": value}
     assessment = classify("x *= 2", existing={"x"})
@@ -227,7 +227,7 @@ def run_all(
 
 
 def change_seen(x: Any, change: Callable[[Any], Any], library: str) -> list[str]:
-    from qloop_kernel.tools.fingerprint import fingerprint
+    from qloop_kernel.values.fingerprint import fingerprint
 
     before = fingerprint(x)
     change(x)

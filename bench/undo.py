@@ -36,7 +36,7 @@ from traitlets.config import Config
 
 from qloop_kernel.notebook.undo import UndoLog, step_changes, take_snapshot, undo_step
 from qloop_kernel.policy.risk import classify
-from qloop_kernel.tools import fingerprint as fingerprints
+from qloop_kernel.values import fingerprint as fingerprints
 
 ROWS = 1_000_000
 COLUMNS = 50

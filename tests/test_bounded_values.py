@@ -25,11 +25,11 @@ from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
 from qloop_kernel.notebook.undo import NotMeasured, UndoLog, measure
-from qloop_kernel.tools import fingerprint as fp
-from qloop_kernel.tools.fingerprint import HASH_COLUMNS, changes, fingerprint
 from qloop_kernel.tools.namespace import inspect_variable, list_variables
-from qloop_kernel.tools.summaries import bounded_repr, common
-from qloop_kernel.tools.summaries.numpy import PAGE_RUN_BYTES, PAGE_RUNS
+from qloop_kernel.values import fingerprint as fp
+from qloop_kernel.values.fingerprint import HASH_COLUMNS, changes, fingerprint
+from qloop_kernel.values.summaries import bounded_repr, common
+from qloop_kernel.values.summaries.numpy import PAGE_RUN_BYTES, PAGE_RUNS
 
 
 @pytest.fixture

@@ -142,7 +142,7 @@ def test_looking_at_cluster_data_runs_no_task(lab: LabKernel, watcher: Any) -> N
     names = ["persisted", "lazy", "future", "client", "cluster"]
     lab.run(
         "from qloop_kernel.tools.namespace import inspect_variable, list_variables\n"
-        "from qloop_kernel.tools.fingerprint import fingerprint\n"
+        "from qloop_kernel.values.fingerprint import fingerprint\n"
         "from qloop_kernel.notebook.undo import undo_log\n"
         "list_variables(globals())\n"
         f"for name in {names!r}:\n"

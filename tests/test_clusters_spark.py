@@ -149,7 +149,7 @@ def test_looking_at_spark_data_runs_no_job(lab: LabKernel) -> None:
         "totals = sales.groupBy('id').sum('amount')\n"
         "cached = sales.cache()\n"
         "from qloop_kernel.tools.namespace import inspect_variable, list_variables\n"
-        "from qloop_kernel.tools.fingerprint import fingerprint\n"
+        "from qloop_kernel.values.fingerprint import fingerprint\n"
         "from qloop_kernel.notebook.undo import undo_log\n"
         "sc.setJobGroup('looking', 'inspection under test')\n"
         "list_variables(globals())\n"

@@ -19,9 +19,9 @@ from traitlets.config import Config
 from qloop_kernel.notebook.undo import UndoLog, measure, size_of, snapshot_copy, take_snapshot
 from qloop_kernel.policy.risk import classify
 from qloop_kernel.settings import Settings
-from qloop_kernel.tools.fingerprint import changes, fingerprint
 from qloop_kernel.tools.namespace import inspect_variable, list_variables
-from qloop_kernel.tools.summaries.device import (
+from qloop_kernel.values.fingerprint import changes, fingerprint
+from qloop_kernel.values.summaries.device import (
     DEVICE_SAMPLE,
     device_array,
     host_sample,

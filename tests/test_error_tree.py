@@ -12,11 +12,11 @@ from qloop_kernel.errors import QloopError
 # Signals raised and caught inside one module (or step), never shown as they are: each is turned
 # into a message, a "not tracked" note or a step result where it is caught.
 INTERNAL_SIGNALS = {
-    "qloop_kernel.tools.fingerprint.OutOfTime",  # a value's hash past its time limit: not tracked
-    "qloop_kernel.tools.summaries.common.TookTooLong",  # a repr past its time: a note
-    "qloop_kernel.tools.summaries.lazy.ComputeRefused",  # a dask compute while reading metadata
-    "qloop_kernel.tools.summaries.databases.SharedTransaction",  # a read would roll back the user's
-    "qloop_kernel.tools.summaries.databases.QueryTimeout",  # a catalog query past its time
+    "qloop_kernel.values.fingerprint.OutOfTime",  # a value's hash past its time limit: not tracked
+    "qloop_kernel.values.summaries.common.TookTooLong",  # a repr past its time: a note
+    "qloop_kernel.values.summaries.lazy.ComputeRefused",  # a dask compute while reading metadata
+    "qloop_kernel.values.summaries.databases.SharedTransaction",  # a read would roll back the user's
+    "qloop_kernel.values.summaries.databases.QueryTimeout",  # a catalog query past its time
     "qloop_kernel.notebook.undo.NotMeasured",  # a value undo cannot size: not snapshotted
     "qloop_kernel.notebook.deadline.StepStopped",  # raised in the user's code by Stop or a limit
     "qloop_kernel.notebook.guard.StepRunning",  # a qloop command from inside a step

@@ -10,8 +10,8 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from qloop_kernel.tools import fingerprint as fp
-from qloop_kernel.tools.fingerprint import (
+from qloop_kernel.values import fingerprint as fp
+from qloop_kernel.values.fingerprint import (
     Change,
     change_lines,
     changes,

@@ -18,7 +18,7 @@ from qloop_kernel.policy.permissions import AutoApprover
 from qloop_kernel.tools.history import notebook_history
 from qloop_kernel.tools.namespace import MAX_ROWS, inspect_variable, list_variables
 from qloop_kernel.tools.runtime import Tool, ToolInputError, ToolRuntime
-from qloop_kernel.tools.summaries import bounded_repr, fit_text
+from qloop_kernel.values.summaries import bounded_repr, fit_text
 
 
 @pytest.fixture(scope="module")

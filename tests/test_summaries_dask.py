@@ -17,7 +17,7 @@ import pytest
 
 from qloop_kernel.tools.namespace import inspect_variable, list_variables
 from qloop_kernel.tools.runtime import ToolInputError
-from qloop_kernel.tools.summaries.lazy import ComputeRefused, refusing_dask_compute
+from qloop_kernel.values.summaries.lazy import ComputeRefused, refusing_dask_compute
 
 dask = pytest.importorskip("dask")
 da = pytest.importorskip("dask.array")

@@ -18,7 +18,7 @@ import pytest
 
 from qloop_kernel.tools.namespace import UnknownNameError, inspect_variable, list_variables
 from qloop_kernel.tools.runtime import ToolInputError
-from qloop_kernel.tools.summaries import databases
+from qloop_kernel.values.summaries import databases
 from tests.postgres_server import PASSWORD, Server, binaries, postgres_server
 
 
@@ -178,7 +178,7 @@ def test_fingerprints_and_undo_run_no_query(duck: Any) -> None:
     from traitlets.config import Config
 
     from qloop_kernel.notebook.undo import undo_log
-    from qloop_kernel.tools.fingerprint import fingerprint
+    from qloop_kernel.values.fingerprint import fingerprint
 
     calls: list[int] = []
     duck.create_function(

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from qloop_kernel.tools.namespace import inspect_variable, list_variables
-from qloop_kernel.tools.summaries import bounded_repr
+from qloop_kernel.values.summaries import bounded_repr
 
 touched: list[str] = []
 

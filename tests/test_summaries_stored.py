@@ -14,8 +14,8 @@ import zarr
 
 from qloop_kernel.notebook.undo import measure, snapshot_copy
 from qloop_kernel.records.drift import content_hash
-from qloop_kernel.tools.summaries import Paging, brief, summarize
-from qloop_kernel.tools.summaries.stored import STORED_SAMPLE
+from qloop_kernel.values.summaries import Paging, brief, summarize
+from qloop_kernel.values.summaries.stored import STORED_SAMPLE
 
 
 class CountingFile(io.FileIO):

@@ -330,7 +330,7 @@ def record_with(changes: list[dict[str, str]] | None) -> CellRecord:
     )  # fmt: skip
     if changes is None:
         return record
-    from qloop_kernel.tools.fingerprint import Change
+    from qloop_kernel.values.fingerprint import Change
 
     return with_changes(record, {"t1": [Change(**c) for c in changes]})  # type: ignore[arg-type]
 

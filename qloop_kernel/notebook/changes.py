@@ -20,7 +20,7 @@ from ..policy.permissions import ApprovalRequest, Approver, Decision, Deny
 from ..records import CellRecord
 from ..records.schema import VariableChange
 from ..redact import redact_text
-from ..tools.fingerprint import Change
+from ..values.fingerprint import Change
 from .undo import StepChanges, UndoLog, UndoReport
 
 MAX_RECORDED_CHANGES = 50  # per step, in the record

@@ -23,7 +23,7 @@ from ..redact import PrivateVariables, redact_text, redacting_also
 from ..settings import Settings
 from ..text import counted
 from ..tools.runtime import format_exception, strip_ansi, truncate
-from ..tools.summaries import bounded_repr
+from ..values.summaries import bounded_repr
 from .clusters import ClusterStep, stop_message
 from .deadline import StepStopped, time_limit
 from .descriptors import descriptor_output

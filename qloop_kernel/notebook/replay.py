@@ -288,7 +288,7 @@ def denied_line(plan: ReplayPlan, decision: Deny, policy: Policy) -> str:
 
 def _namespace_changes(step: ToolCallRecord, now: StepChanges | None) -> list[str]:
     """How a replayed step's changes differ from the saved run's (none if they were not saved)."""
-    from ..tools.fingerprint import compare_changes
+    from ..values.fingerprint import compare_changes
     from .changes import variable_changes
 
     if step.changes is None or now is None:

@@ -8,7 +8,7 @@ copied), small plain objects by deep copy. What does not fit the budget or canno
 saved, and the card says so before the user approves, as it says which effects are outside the
 namespace (files, network, processes, settings, work on a cluster).
 
-After the step, fingerprints (``tools.fingerprint``) say what it created, changed and deleted.
+After the step, fingerprints (``values.fingerprint``) say what it created, changed and deleted.
 Undo puts the saved variables back, removes those the step created, and says what it could not
 restore. One step can be undone: the last one that changed something.
 """
@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..records.drift import CHANGES_HEADING
-from ..tools import fingerprint as fingerprints
-from ..tools.fingerprint import (
+from ..values import fingerprint as fingerprints
+from ..values.fingerprint import (
     CHECK_EVERY,
     Change,
     OutOfTime,
@@ -40,11 +40,11 @@ from ..tools.fingerprint import (
     fingerprint,
     tracked_names,
 )
-from ..tools.summaries import format_bytes, is_dataframe, is_ndarray, is_series
-from ..tools.summaries.arrow import is_arrow_array, is_arrow_table
-from ..tools.summaries.common import instance_of, is_lazy_like, libraries_of
-from ..tools.summaries.device import device_array, is_device_array, is_jax_array
-from ..tools.summaries.polars import is_polars_frame, is_polars_series
+from ..values.summaries import format_bytes, is_dataframe, is_ndarray, is_series
+from ..values.summaries.arrow import is_arrow_array, is_arrow_table
+from ..values.summaries.common import instance_of, is_lazy_like, libraries_of
+from ..values.summaries.device import device_array, is_device_array, is_jax_array
+from ..values.summaries.polars import is_polars_frame, is_polars_series
 
 MAX_RECORDED_STEPS = 500  # steps whose changes are kept for their records
 WALK_OBJECTS = 100_000  # objects a plain value may hold and still be measured and deep-copied

@@ -34,7 +34,7 @@ MODULES = (
     "qloop_kernel.conversation",
     "qloop_kernel.model",
     "qloop_kernel.records",
-    "qloop_kernel.tools.summaries",
+    "qloop_kernel.values.summaries",
     "qloop_kernel.tools.namespace",
 )
 PAUSE_WAIT_S = 10.0  # a cell waits at most this long for the module being imported

@@ -95,7 +95,7 @@ def _type_name(value: object) -> str:
 
 
 def _shape(value: object) -> str:
-    from ..tools.summaries import shape_of
+    from ..values.summaries import shape_of
 
     shape = shape_of(value)
     if shape is not None:
@@ -143,7 +143,7 @@ def _numpy_hash(value: Any) -> str:
 
 def content_hash(value: object) -> str:
     """A short hash of ``value``'s content from a bounded sample; "" when that is not cheap."""
-    from ..tools.summaries.common import is_lazy_like
+    from ..values.summaries.common import is_lazy_like
 
     try:
         if isinstance(value, _SCALARS):
@@ -160,7 +160,7 @@ def content_hash(value: object) -> str:
         if name == "numpy.ndarray":
             return _numpy_hash(value)
         if isinstance(value, list | tuple | dict | set | frozenset) and len(value) <= 1_000:
-            from ..tools.summaries import bounded_repr
+            from ..values.summaries import bounded_repr
 
             return _digest(bounded_repr(value, limit=20_000).encode("utf-8", "replace"))
     except Exception:  # a value that cannot be hashed is described by type and shape alone

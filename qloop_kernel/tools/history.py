@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from qloop_kernel.text import marker
-from qloop_kernel.tools.summaries import bounded_repr, fit_text
+from qloop_kernel.values.summaries import bounded_repr, fit_text
 
 MIN_MAX_CHARS = 500  # room for the title, a cut cell and the truncation markers
 CELL_SOURCE_CHARS = 2_000

@@ -2,7 +2,7 @@
 
 Both are pure functions of a namespace mapping (the IPython ``user_ns``) and return bounded
 plain text for the model. No data library is imported here, and lazy or distributed objects are
-described without computing them (see :mod:`qloop_kernel.tools.summaries`). Model mistakes
+described without computing them (see :mod:`qloop_kernel.values.summaries`). Model mistakes
 (an unknown name, paging past the end) raise ``ToolInputError``, which the tool runtime reports
 as a plain error result that says how to fix the call.
 """
@@ -15,8 +15,7 @@ from collections.abc import Container, Mapping, Sequence
 
 from qloop_kernel.errors import ToolInputError
 from qloop_kernel.text import marker
-from qloop_kernel.tools import summaries
-from qloop_kernel.tools.summaries import (
+from qloop_kernel.values.summaries import (
     DEFAULT_ROWS,
     MAX_ROWS,
     cut,
@@ -25,6 +24,8 @@ from qloop_kernel.tools.summaries import (
     is_function_like,
     qualified_name,
 )
+
+from ..values import summaries
 
 IPYTHON_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit"})
 MIN_MAX_CHARS = 500  # room for a title, a table header and a truncation marker
