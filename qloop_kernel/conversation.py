@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .context import ContextPolicy
-from .loop import CancelToken, ModelClient, QueryLoop, TurnObserver
+from .contracts import CancelToken, ModelClient, TurnObserver
+from .loop import QueryLoop
 from .messages import (
     Block,
     Message,

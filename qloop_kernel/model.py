@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .context import estimate_tokens
-from .loop import CancelToken, TurnCancelled
+from .contracts import CancelToken, TurnCancelled
 from .messages import (
     Block,
     Message,

@@ -2,8 +2,9 @@
 
 Sources, later ones winning: these defaults, the environment (``QLOOP_MODEL``, ``QLOOP_PROVIDER``,
 ``QLOOP_APPROVAL``, ``QLOOP_ASK_READ``, ``QLOOP_PRICE``), traitlets config
-(``c.QloopAgent.model = ...``, which names no price), ``%agent set``, a cell's options
-(``notebook/options.py``).
+(``c.QloopAgent.model = ...``; a trait left unset, None, keeps the environment's value, and config
+names no price), ``%agent set``, a cell's options (``notebook/options.py``). ``settings_from``
+applies the first three.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .contracts import Limits
 from .errors import QloopError, UnknownModelPrice
-from .loop import Limits
 from .policy.permissions import POLICIES, Policy
 from .pricing import Price, platform_price, price_figures
 from .providers import (

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from ..loop import TurnObserver
+from ..contracts import TurnObserver
 from ..messages import ModelEvent, ModelResponse, ToolCall, ToolOutcome, Usage
 from .schema import CellPrint, Fingerprint, SourcePrint, ToolCallRecord, VariablePrint
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..loop import CancelToken, TurnCancelled
+from ..contracts import CancelToken, TurnCancelled
 from ..messages import (
     ModelEvent,
     ModelRequest,
