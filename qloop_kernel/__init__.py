@@ -17,10 +17,12 @@ def load_ipython_extension(ipython: Any) -> None:
     """Register the agent magics on an IPython shell."""
     from .notebook.ledger import track_cells
     from .notebook.magic import AgentMagics
+    from .notebook.session import session_for
     from .notebook.warmup import start_warmup
 
-    ipython.register_magics(AgentMagics(ipython))
-    track_cells(ipython)  # which cell defines what: the drift check of replays reads it
+    session = session_for(ipython)  # the kernel's agent state, passed on from here
+    ipython.register_magics(AgentMagics(ipython, session))
+    track_cells(session)  # which cell defines what: the drift check of replays reads it
     start_warmup(ipython)
 
 

@@ -76,7 +76,8 @@ def test_the_load_imports_only_the_magics_and_the_names_they_accept() -> None:
     ours = {name for name in json.loads(done.stdout) if name.startswith("qloop_kernel")}
     assert ours == {"qloop_kernel", "qloop_kernel.names", "qloop_kernel.notebook",
                     "qloop_kernel.notebook.ledger", "qloop_kernel.notebook.magic",
-                    "qloop_kernel.notebook.options", "qloop_kernel.notebook.warmup"}  # fmt: skip
+                    "qloop_kernel.notebook.options", "qloop_kernel.notebook.session",
+                    "qloop_kernel.notebook.warmup"}  # fmt: skip
     assert "difflib" not in json.loads(done.stdout)
 
 

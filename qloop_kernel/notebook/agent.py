@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # types only: these modules are imported when a turn needs th
     from ..tools.runtime import Tool, ToolRuntime
     from .deadline import TurnWatch
     from .proposals import CellProposals
+    from .session import KernelSession
     from .tools import NotebookSource
     from .undo import UndoLog, UndoReport
 
@@ -50,10 +51,11 @@ class CellOptions:
 
 
 class KernelAgent:
-    """The agent session of one kernel."""
+    """The agent of one kernel: wires each cell's turn from the kernel's session."""
 
-    def __init__(self, shell: Any, settings: Settings) -> None:
-        self.shell = shell
+    def __init__(self, session: KernelSession, settings: Settings) -> None:
+        self.session = session
+        self.shell = session.shell
         self.base_settings = settings  # from config and environment: the policy for hidden code
         self.manager = ConversationManager(settings=settings)
         self.watch: TurnWatch | None = (
@@ -66,7 +68,8 @@ class KernelAgent:
         self.turn_running = False  # undo waits until the turn has ended
         self.rules_declined: set[tuple[str, str]] = set()  # rules files declined this session
         self.undo = self._undo_log()
-        self.mcp = _mcp_servers(shell)
+        self.mcp = _mcp_servers(session)
+        session.agent = self  # a reloaded extension's agent replaces the earlier one
 
     @property
     def step_running(self) -> bool:
@@ -84,9 +87,8 @@ class KernelAgent:
     def _undo_log(self) -> UndoLog:
         """The kernel's undo log, told this session's budget, and whom to tell of an undo."""
         from .changes import StepViews
-        from .undo import undo_log
 
-        log = undo_log(self.shell)
+        log = self.session.undo
         log.budget = lambda: self.manager.settings.undo_budget_bytes()
         log.device_budget = lambda: self.manager.settings.undo_device_budget_bytes()
         log.turn_running = lambda: self.turn_running
@@ -128,7 +130,7 @@ class KernelAgent:
         from .cell_runs import CELL_OPS, CellPort, CellRuns, PagePort, RunnerPort
         from .code import CodeRunner
         from .proposals import CellProposals
-        from .tools import code_classifier, session_private_variables
+        from .tools import code_classifier
 
         source = self.notebook_source(cell)
         if source is None or not cell.cell_id:
@@ -151,7 +153,7 @@ class KernelAgent:
             port = RunnerPort(cell.cells)
         runs = None
         if port is not None:
-            private = session_private_variables(self.shell)
+            private = self.session.private_variables()
             runner = CodeRunner(self.shell, timeout_s=settings.code_timeout, private=private)
             runs = CellRuns(cell.cell_id, port, runner)
         classify = code_classifier(self.shell)
@@ -332,7 +334,7 @@ class KernelAgent:
         cancel = CancelToken()
         watch = TurnWatch(settings.timeout, cancel)  # ends a running step on Stop or --timeout
         context = turn_context(self, cell, list(attach))  # rules (asked for) and attachments
-        prints = TurnPrints(self.shell.user_ns, cells=cell_ledger(self.shell).defined)
+        prints = TurnPrints(self.shell.user_ns, cells=cell_ledger(self.session).defined)
         prints.sources = context.sources()
         for name in (a.name for a in context.attachments if a.kind == "variable"):
             prints.inspected(name)
@@ -394,7 +396,7 @@ def _check_credentials(provider: ProviderName = DEFAULT_PROVIDER) -> None:
         raise UsageError(missing)
 
 
-def _mcp_servers(shell: Any) -> McpServers:
+def _mcp_servers(session: KernelSession) -> McpServers:
     """The session's MCP servers: kernel config's read at each use, the notebook's folder the
     kernel's working folder (where Jupyter starts it); stopped when the kernel exits."""
     import atexit
@@ -402,12 +404,7 @@ def _mcp_servers(shell: Any) -> McpServers:
 
     from ..mcp.servers import McpServers
 
-    def config() -> Any:
-        magics = getattr(shell, "magics_manager", None)
-        agent_magics = getattr(magics, "registry", {}).get("AgentMagics")
-        return getattr(getattr(agent_magics, "config_obj", None), "mcp_servers", None)
-
-    servers = McpServers(config=config)
+    servers = McpServers(config=session.mcp_config)
     held = weakref.ref(servers)
 
     def close() -> None:

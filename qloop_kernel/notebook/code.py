@@ -13,7 +13,7 @@ import contextlib
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.display import display
 
@@ -27,6 +27,9 @@ from ..values.summaries import bounded_repr
 from .clusters import ClusterStep, stop_message
 from .deadline import StepStopped, time_limit
 from .descriptors import descriptor_output
+
+if TYPE_CHECKING:
+    from .deadline import TurnWatch
 
 MAX_IMAGES = 4
 MAX_IMAGE_BASE64 = 2_000_000  # about 1.5 MB of PNG
@@ -67,11 +70,11 @@ class CodeRunner:
         (a notebook cell the agent runs shows it as its own ``Out``)."""
         from IPython.utils.capture import capture_output
 
-        from .undo import undo_log
+        from .session import session_for
 
         private = self.private or PrivateVariables()
         before = private.values(self.shell.user_ns)
-        log = undo_log(self.shell)
+        log = session_for(self.shell).undo
         snapshot = log.begin(code)  # what the step may change, saved for undo
         kernel_streams = (sys.stdout, sys.stderr)
         clusters = ClusterStep.begin()  # what the step starts on dask or Spark, stopped with it
@@ -194,12 +197,11 @@ def show_bounded(captured: Any, limit: int) -> None:
 
 
 def session_output_limit(shell: Any) -> int:
-    """The session's ``max_output_chars`` (the default without an agent session)."""
-    registry = getattr(getattr(shell, "magics_manager", None), "registry", {})
-    agent = getattr(registry.get("AgentMagics"), "_agent", None)
-    settings = getattr(getattr(agent, "manager", None), "settings", None)
-    limit = getattr(settings, "max_output_chars", None)
-    return limit if isinstance(limit, int) else MAX_OUTPUT_CHARS
+    """The session's ``max_output_chars`` (the default without an agent)."""
+    from .session import session_for
+
+    settings = session_for(shell).settings
+    return settings.max_output_chars if settings is not None else MAX_OUTPUT_CHARS
 
 
 def _accept_parents(publisher: Any) -> None:
@@ -221,10 +223,11 @@ def _error_of(result: Any) -> BaseException | None:
     return None if result is None else result.error_before_exec or result.error_in_exec
 
 
-def _turn_watch(shell: Any) -> Any:
+def _turn_watch(shell: Any) -> TurnWatch | None:
     """The running turn's watch (Stop button, ``--timeout``), or None outside a turn."""
-    registry = getattr(getattr(shell, "magics_manager", None), "registry", {})
-    return getattr(getattr(registry.get("AgentMagics"), "_agent", None), "watch", None)
+    from .session import session_for
+
+    return session_for(shell).watch
 
 
 def _content(

@@ -124,7 +124,6 @@ def sources_of(agent: Any) -> Sources:
     """Where ``--with`` looks: the notebook's folder, the namespace (through the same summary and
     private-variable rules as ``inspect_variable``), the cells run in this kernel."""
     from ..tools import namespace
-    from .ledger import cells_run
     from .tools import session_private_variables
 
     shell = agent.shell
@@ -141,7 +140,7 @@ def sources_of(agent: Any) -> Sources:
         return private.redactor(shell.user_ns).text(summary)
 
     def cell_source(cell_id: str) -> str | None:
-        found = [source for run_id, source in cells_run(shell) if run_id == cell_id]
+        found = [source for run_id, source in agent.session.cells_run if run_id == cell_id]
         return found[-1] if found else None
 
     return Sources(notebook_folder(), shell.user_ns, summarize, cell_source)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # types only: the agent's modules are imported with its first
     from ..settings import Settings
     from .agent import KernelAgent
     from .commands import Command
+    from .session import KernelSession
 
 QloopAgent = options.config_class()  # a trait per option that sets a default (options.py)
 
@@ -55,9 +56,15 @@ def base_settings(config: Configurable) -> Settings:
 class AgentMagics(Magics):
     """The agent magics of one IPython shell."""
 
-    def __init__(self, shell: Any) -> None:
+    def __init__(self, shell: Any, session: KernelSession | None = None) -> None:
         super().__init__(shell)
+        if session is None:
+            from .session import session_for
+
+            session = session_for(shell)
+        self.session = session
         self.config_obj = QloopAgent(parent=shell)
+        session.config = self.config_obj  # the MCP servers read their configuration from it
         self.config_obj.observe(self._follow_config, names=self.config_obj.trait_names(config=True))
         if self.config_obj not in shell.configurables:
             shell.configurables.append(self.config_obj)  # listed by %config
@@ -80,7 +87,7 @@ class AgentMagics(Magics):
         if self._agent is None:
             from .agent import KernelAgent
 
-            self._agent = KernelAgent(self.shell, base_settings(self.config_obj))
+            self._agent = KernelAgent(self.session, base_settings(self.config_obj))
         return self._agent
 
     def _refuse_inside_a_step(self) -> None:

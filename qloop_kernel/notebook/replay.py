@@ -24,9 +24,8 @@ from __future__ import annotations
 
 import json
 import os
-import weakref
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..conversation import ConversationManager
 from ..messages import ToolCall, ToolOutcome
@@ -49,7 +48,10 @@ from ..settings import Settings
 from ..text import clip, counted
 from ..tools.runtime import Tool, ToolRuntime
 from .cell import AgentError, CellContext, store_for
-from .undo import StepChanges, UndoLog, undo_log
+from .undo import StepChanges, UndoLog
+
+if TYPE_CHECKING:
+    from .session import KernelSession
 
 RECEIVED_OPT_IN = (
     "QLOOP_REPLAY_RECEIVED"  # set by `qloop run --replay-received`, never by a notebook
@@ -70,6 +72,7 @@ class ReplayHost(Protocol):
     """What replay needs from the kernel agent."""
 
     manager: ConversationManager
+    session: KernelSession  # the kernel's undo log, cell ledger and steps approved ahead
     shell: Any
     base_settings: Settings  # the kernel's configuration: the policy for hidden code
     grants: Grants  # grants cover the steps of this user's own replays too
@@ -182,7 +185,7 @@ def replay(host: ReplayHost, record: CellRecord, policy: Policy, cell: CellConte
     """Replay ``record`` in the kernel and take it into the shared conversation once approved."""
     from .display import line, show_answer
 
-    drift = tuple(drift_before(host.shell, record))
+    drift = tuple(drift_before(host.session, record))
     runtime = host.replay_runtime()
     plan = plan_for(record, runtime.tools, drift)
     line(f"replaying the saved turn: {counted(len(plan.steps), 'code step')}, no model call now "
@@ -200,7 +203,7 @@ def replay(host: ReplayHost, record: CellRecord, policy: Policy, cell: CellConte
         if record.answer:
             show_answer(record.answer, replayed=False)
         return
-    differing = _run_steps(runtime, plan, undo_log(host.shell))
+    differing = _run_steps(runtime, plan, host.session.undo)
     differing += changed_after(record.fingerprint, host.shell.user_ns)
     if not host.manager.adopt(record):
         line("the saved conversation cannot be sent to the model again; later agent cells will not "
@@ -214,14 +217,14 @@ def replay(host: ReplayHost, record: CellRecord, policy: Policy, cell: CellConte
     line("replay complete" + (" (may be stale)" if stale else ""), "warn" if stale else "ok")
 
 
-def drift_before(shell: Any, record: CellRecord) -> list[str]:
+def drift_before(session: KernelSession, record: CellRecord) -> list[str]:
     """What differs before a replay: variables read, Python and libraries, edited input cells."""
     from ..records.drift import differences
     from .ledger import cell_ledger
 
-    found = differences(record.fingerprint, shell.user_ns)
+    found = differences(record.fingerprint, session.shell.user_ns)
     if record.fingerprint is not None:
-        ledger = cell_ledger(shell).defined
+        ledger = cell_ledger(session).defined
         for cell in record.fingerprint.cells:
             now = [ledger[n] for n in cell.defines if n in ledger]
             if any(c.cell_id == cell.cell_id and c.sha256 != cell.sha256 for c in now):
@@ -304,10 +307,6 @@ def _output_changes(step: ToolCallRecord, outcome: ToolOutcome) -> list[str]:
     return output_differences(step, outcome.text, [i.sha256 for i in images if i is not None])
 
 
-# Digests of saved records whose replay a card has approved ahead (Run All), per kernel agent.
-_approved_ahead: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
-
-
 Combined = Literal["run", "ask", "deny", "received"]
 
 
@@ -334,7 +333,8 @@ def _decide(
     severe class and the record's provenance, then the card or grants where it asks."""
     if not plan.steps and not plan.received:
         return Approve()  # nothing runs; the user's own conversation is taken back
-    ahead = _approved_ahead.setdefault(host, set()) if host is not None else set()
+    # Digests of saved records whose replay a card approved ahead (Run All), kept by the session.
+    ahead = host.session.approved_ahead if host is not None else set()
     if cell.interactive and plan.record.digest in ahead:
         ahead.discard(plan.record.digest)
         return Approve()  # listed on the card of a cell before it in the same Run All

@@ -9,7 +9,7 @@ from annotated_types import Interval
 
 from ..errors import ToolFailure
 from ..notebook_view import render
-from ..redact import PrivateVariables, private_variables
+from ..redact import PrivateVariables
 from ..tools.namespace import MAX_ROWS
 from ..tools.runtime import Tool
 from ..tools.user import with_registered
@@ -152,8 +152,7 @@ def code_classifier(shell: Any) -> Callable[[dict[str, Any]], Assessment]:
 
 
 def session_private_variables(shell: Any) -> PrivateVariables:
-    """The private variables of the agent session on ``shell`` (none without one)."""
-    registry = getattr(getattr(shell, "magics_manager", None), "registry", {})
-    agent = getattr(registry.get("AgentMagics"), "agent", None)
-    manager = getattr(agent, "manager", None)
-    return private_variables(manager) if manager is not None else PrivateVariables()
+    """The private variables of the agent session on ``shell`` (none without an agent)."""
+    from .session import session_for
+
+    return session_for(shell).private_variables()

@@ -20,7 +20,6 @@ import gc
 import re
 import sys
 import types
-import weakref
 from collections import OrderedDict, deque
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
@@ -760,15 +759,11 @@ class UndoLog:
         return report
 
 
-_logs: weakref.WeakKeyDictionary[Any, UndoLog] = weakref.WeakKeyDictionary()
-
-
 def undo_log(shell: Any) -> UndoLog:
-    """The undo log of ``shell`` (made on first use)."""
-    log = _logs.get(shell)
-    if log is None:
-        log = _logs[shell] = UndoLog(shell)
-    return log
+    """The undo log of the kernel session on ``shell`` (made on first use)."""
+    from .session import session_for
+
+    return session_for(shell).undo
 
 
 def note_in_conversation(messages: list[dict[str, Any]], call_id: str | None, note: str) -> bool:

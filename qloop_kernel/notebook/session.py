@@ -1,0 +1,82 @@
+"""KernelSession: what one kernel's agent keeps, owned in one place and passed explicitly.
+
+One session per IPython shell holds the per-kernel state: the cells the frontend ran (the drift
+check reads which cell defined what), the undo log, the replay steps approved ahead by a Run All
+card, the ``%%agent`` configuration and the kernel's agent (conversation, grants, notebook grants,
+MCP servers, the running turn's watch) once the first agent cell or command makes it.
+
+``session_for`` is the one place a session is found from a shell: IPython hands the extension's
+hooks and the tools' code runner only the shell. Everything else receives the session or the
+agent. Light to import: ``%load_ext`` makes the session (this module needs nothing but typing).
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # types only: the session imports nothing heavy when the extension loads
+    from traitlets.config import Configurable
+
+    from ..redact import PrivateVariables
+    from ..settings import Settings
+    from .agent import KernelAgent
+    from .deadline import TurnWatch
+    from .undo import UndoLog
+
+
+class KernelSession:
+    """The agent state of one kernel (one IPython shell)."""
+
+    def __init__(self, shell: Any) -> None:
+        self.shell = shell
+        # (cell id, source) of the cells run with a frontend cell id, oldest first (ledger.py)
+        self.cells_run: list[tuple[str, str]] = []
+        self.tracking_cells = False  # the post_run_cell hook that fills cells_run is registered
+        # Saved steps a Run All card approved ahead, by record digest (replay.py)
+        self.approved_ahead: set[str] = set()
+        self.config: Configurable | None = None  # the ``QloopAgent`` configurable (magic.py)
+        self.agent: KernelAgent | None = None  # made by the first agent cell or command
+        self._undo: UndoLog | None = None
+
+    @property
+    def undo(self) -> UndoLog:
+        """The kernel's undo log (made on first use; the agent sets its budget and listeners)."""
+        if self._undo is None:
+            from .undo import UndoLog
+
+            self._undo = UndoLog(self.shell)
+        return self._undo
+
+    @property
+    def watch(self) -> TurnWatch | None:
+        """The running turn's watch (Stop button, ``--timeout``), or None outside a turn."""
+        return self.agent.watch if self.agent is not None else None
+
+    @property
+    def settings(self) -> Settings | None:
+        """The session's settings (``%agent set``), or None before the agent is made."""
+        return self.agent.manager.settings if self.agent is not None else None
+
+    def private_variables(self) -> PrivateVariables:
+        """The variables marked private (``%agent private``); none before the agent is made."""
+        from ..redact import PrivateVariables, private_variables
+
+        if self.agent is None:
+            return PrivateVariables()
+        return private_variables(self.agent.manager)
+
+    def mcp_config(self) -> Any:
+        """``c.QloopAgent.mcp_servers`` as configured now (read at each use)."""
+        return getattr(self.config, "mcp_servers", None)
+
+
+_sessions: weakref.WeakKeyDictionary[Any, KernelSession] = weakref.WeakKeyDictionary()
+
+
+def session_for(shell: Any) -> KernelSession:
+    """The session of ``shell``, made on first use."""
+    found = _sessions.get(shell)
+    if found is None:
+        found = _sessions[shell] = KernelSession(shell)
+    return found

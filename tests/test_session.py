@@ -1,0 +1,68 @@
+"""The kernel session: one per shell, made by ``%load_ext``, and the owner of the per-kernel state."""
+
+from __future__ import annotations
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from qloop_kernel.notebook.code import CodeRunner, session_output_limit
+from qloop_kernel.notebook.ledger import cell_ledger
+from qloop_kernel.notebook.session import KernelSession, session_for
+from qloop_kernel.notebook.tools import session_private_variables
+from qloop_kernel.notebook.undo import undo_log
+
+
+class _Shell:
+    """Stands in for a second kernel's shell: sessions are told apart by their shell."""
+
+    def __init__(self) -> None:
+        self.user_ns: dict[str, object] = {}
+
+
+@pytest.fixture
+def shell(monkeypatch: pytest.MonkeyPatch) -> InteractiveShell:
+    monkeypatch.setenv("QLOOP_WARMUP", "0")
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("reload_ext", "qloop_kernel")
+    return shell
+
+
+def test_each_shell_has_one_session_holding_its_undo_log() -> None:
+    first, second = _Shell(), _Shell()
+    assert session_for(first) is session_for(first)
+    assert session_for(first) is not session_for(second)
+    assert undo_log(first) is session_for(first).undo
+    assert undo_log(first) is not undo_log(second)
+    session_for(first).approved_ahead.add("digest")
+    assert session_for(second).approved_ahead == set()
+
+
+def test_the_load_makes_the_session_the_magics_and_the_ledger_use(shell: InteractiveShell) -> None:
+    session = session_for(shell)
+    magics = shell.magics_manager.registry["AgentMagics"]
+    assert magics.session is session and session.config is magics.config_obj
+    shell.run_cell("ledger_value = 1", cell_id="cell-a")
+    assert ("cell-a", "ledger_value = 1") in session.cells_run
+    assert cell_ledger(session).defined["ledger_value"].cell_id == "cell-a"
+    # A reloaded extension keeps the kernel's session: the cells run before are still known, and
+    # the hook that notes them is not registered twice.
+    shell.run_line_magic("reload_ext", "qloop_kernel")
+    assert session_for(shell) is session
+    assert shell.magics_manager.registry["AgentMagics"].session is session
+    before = len(session.cells_run)
+    shell.run_cell("ledger_value = 2", cell_id="cell-b")
+    assert len(session.cells_run) == before + 1
+
+
+def test_the_agent_is_found_through_the_session(shell: InteractiveShell) -> None:
+    session: KernelSession = session_for(shell)
+    agent = shell.magics_manager.registry["AgentMagics"].agent
+    assert session.agent is agent and agent.session is session
+    assert agent.undo is session.undo
+    assert session.watch is None  # no turn runs
+    shell.run_line_magic("agent", "set max_output_chars 2000")
+    assert session_output_limit(shell) == 2000
+    assert CodeRunner(shell).run_code  # the code runner reads the same session
+    shell.user_ns["token_value"] = "s3cret-value"
+    shell.run_line_magic("agent", "private token_value")
+    assert "token_value" in session_private_variables(shell).names
