@@ -17,13 +17,13 @@ from qloop_kernel.records.drift import (
     CellLedger,
     TurnPrints,
     code_names,
-    content_hash,
     differences,
     output_differences,
     variable_print,
 )
 from qloop_kernel.records.schema import Fingerprint, ToolCallRecord
 from qloop_kernel.testing import Reply, StandInAPI, text, tool_use
+from qloop_kernel.values.fingerprint import record_hash as content_hash
 
 
 def test_code_names_reads_assigns_and_imports() -> None:

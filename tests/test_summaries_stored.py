@@ -13,7 +13,7 @@ import pytest
 import zarr
 
 from qloop_kernel.notebook.undo import measure, snapshot_copy
-from qloop_kernel.records.drift import content_hash
+from qloop_kernel.values.fingerprint import record_hash as content_hash
 from qloop_kernel.values.summaries import Paging, brief, summarize
 from qloop_kernel.values.summaries.stored import STORED_SAMPLE
 

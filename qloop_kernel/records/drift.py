@@ -1,11 +1,9 @@
 """Stale and drift detection: fingerprints of what a turn read and changed, compared on replay.
 
 A fingerprint holds, for each variable a turn's code read (as it was first read) or changed (as the
-turn left it): its type, shape, dtypes and a content hash of a bounded, deterministic sample; the
-versions of Python and of the libraries the steps imported or the variables come from; and the
-notebook cells that defined the variables read. Every measure is bounded: big frames and arrays
-are hashed from at most ``HASH_ROWS`` evenly spaced rows, long strings from their first
-``HASH_BYTES``; lazy or distributed collections are never computed (type only).
+turn left it): its type, shape, dtypes and a content hash of a bounded, deterministic sample, as
+``values.fingerprint.record_print`` reads them; the versions of Python and of the libraries the
+steps imported or the variables come from; and the notebook cells that defined the variables read.
 
 On replay ``differences`` says what changed before anything runs ("df: 600×5 → 800×5",
 "pandas 2.2.3 → 3.1.1"); after each step ``output_differences`` compares its text output and
@@ -30,11 +28,8 @@ from ..contracts import TurnObserver
 from ..messages import ModelEvent, ModelResponse, ToolCall, ToolOutcome, Usage
 from .schema import CellPrint, Fingerprint, SourcePrint, ToolCallRecord, VariablePrint
 
-HASH_ROWS = 10_000
-HASH_BYTES = 1_000_000
 MAX_VARIABLES = 40  # per list in a fingerprint
 MAX_SOURCE_CHARS = 200_000  # longer code is not analysed for names
-_SCALARS = (int, float, complex, bool, type(None))
 
 
 # -- what code reads, assigns and imports ---------------------------------------------------------
@@ -86,95 +81,13 @@ def code_names(code: str) -> CodeNames:
 # -- one variable ------------------------------------------------------------------------------
 
 
-def _type_name(value: object) -> str:
-    cls = type(value)
-    module = cls.__module__.partition(".")[0]
-    return (
-        cls.__qualname__ if module in ("builtins", "__main__") else f"{module}.{cls.__qualname__}"
-    )
-
-
-def _shape(value: object) -> str:
-    from ..values.summaries import shape_of
-
-    shape = shape_of(value)
-    if shape is not None:
-        return "×".join(str(dim) for dim in shape)
-    if isinstance(value, str | bytes | list | tuple | dict | set | frozenset):
-        return f"len {len(value)}"
-    return ""
-
-
-def _dtypes(value: object) -> str:
-    dtypes = getattr(type(value), "dtypes", None)
-    try:
-        if dtypes is not None and _type_name(value).startswith("pandas."):
-            return ", ".join(f"{k}:{v}" for k, v in value.dtypes.items())[:400]  # type: ignore[attr-defined]
-        dtype = getattr(value, "dtype", None) if hasattr(type(value), "dtype") else None
-        return str(dtype)[:100] if dtype is not None else ""
-    except Exception:
-        return ""
-
-
-def _digest(*parts: bytes) -> str:
-    hasher = hashlib.sha256()
-    for part in parts:
-        hasher.update(part)
-    return hasher.hexdigest()[:16]
-
-
-def _pandas_hash(value: Any) -> str:
-    import pandas as pd
-
-    step = max(1, len(value) // HASH_ROWS)
-    sample = value.iloc[::step]
-    hashed = pd.util.hash_pandas_object(sample, index=True)
-    columns = repr(list(value.columns)) if hasattr(value, "columns") else str(value.name)
-    return _digest(hashed.to_numpy().tobytes(), columns.encode(), str(len(value)).encode())
-
-
-def _numpy_hash(value: Any) -> str:
-    if value.dtype.hasobject:
-        return ""
-    flat = value.reshape(-1)
-    step = max(1, flat.size // (HASH_ROWS * 8))
-    return _digest(flat[::step].tobytes(), str(value.shape).encode(), str(value.dtype).encode())
-
-
-def content_hash(value: object) -> str:
-    """A short hash of ``value``'s content from a bounded sample; "" when that is not cheap."""
-    from ..values.summaries.common import is_lazy_like
-
-    try:
-        if isinstance(value, _SCALARS):
-            return _digest(repr(value).encode())
-        if isinstance(value, str):
-            return _digest(value[:HASH_BYTES].encode("utf-8", "replace"), str(len(value)).encode())
-        if isinstance(value, bytes):
-            return _digest(value[:HASH_BYTES], str(len(value)).encode())
-        if is_lazy_like(value):
-            return ""
-        name = _type_name(value)
-        if name in ("pandas.DataFrame", "pandas.Series"):
-            return _pandas_hash(value)
-        if name == "numpy.ndarray":
-            return _numpy_hash(value)
-        if isinstance(value, list | tuple | dict | set | frozenset) and len(value) <= 1_000:
-            from ..values.summaries import bounded_repr
-
-            return _digest(bounded_repr(value, limit=20_000).encode("utf-8", "replace"))
-    except Exception:  # a value that cannot be hashed is described by type and shape alone
-        return ""
-    return ""
-
-
 def variable_print(name: str, value: object) -> VariablePrint:
+    """``value`` as the record keeps it (``values.fingerprint.record_print``), named ``name``."""
+    from ..values.fingerprint import record_print  # loads the value readers on first use
+
+    found = record_print(value)
     return VariablePrint(
-        name=name,
-        type=_type_name(value),
-        shape=_shape(value),
-        dtypes=_dtypes(value),
-        hash=content_hash(value),
+        name=name, type=found.type, shape=found.shape, dtypes=found.dtypes, hash=found.hash
     )
 
 

@@ -14,6 +14,10 @@ identity are kept, not its content).
 :func:`changes` compares fingerprints taken before and after a step and gives one line per
 variable ("df: DataFrame 600×5 → 598×5, column date str → datetime64[us]"). No data library is
 imported here: values are recognised by the modules of their classes.
+
+:func:`record_print` is the form a saved record's drift check holds (type, shape and dtypes as
+text, and a hash of at most ``RECORD_HASH_ROWS`` rows or the first ``RECORD_HASH_BYTES`` of a
+string); records saved earlier are compared with it, so it is made as it always was.
 """
 
 from __future__ import annotations
@@ -30,7 +34,14 @@ from functools import lru_cache
 from itertools import islice
 from typing import Any, Literal, Protocol
 
-from .summaries import is_dataframe, is_ndarray, is_series, qualified_name, shape_of
+from .summaries import (
+    bounded_repr,
+    is_dataframe,
+    is_ndarray,
+    is_series,
+    qualified_name,
+    shape_of,
+)
 from .summaries.arrow import is_arrow_array, is_arrow_table
 from .summaries.common import is_lazy_like
 from .summaries.device import device_array, host_sample, is_device_array
@@ -118,10 +129,13 @@ class TimeLimit:
             raise OutOfTime(f"over {self.seconds * 1000:g} ms")
 
 
-def _digest(*parts: bytes) -> str:
+def _digest(*parts: bytes, framed: bool = True) -> str:
+    """The first 16 hex digits of the SHA-256 of ``parts``, each after its length when ``framed``
+    (a saved record's hash is not)."""
     hasher = hashlib.sha256()
     for part in parts:
-        hasher.update(len(part).to_bytes(8, "little"))
+        if framed:
+            hasher.update(len(part).to_bytes(8, "little"))
         hasher.update(part)
     return hasher.hexdigest()[:16]
 
@@ -492,6 +506,112 @@ def _untracked(value: object) -> ValuePrint:
 
 def _with_identity(print_: ValuePrint, value: object) -> ValuePrint:
     return dataclasses.replace(print_, identity=id(value))
+
+
+# -- the print a saved record holds (replay's drift check) --------------------------------------
+
+RECORD_HASH_ROWS = 10_000  # rows of a frame (and 8× as many elements of an array) a record hashes
+RECORD_HASH_BYTES = 1_000_000  # of a long string or bytes: the head a record hashes
+
+
+@dataclass(frozen=True)
+class RecordPrint:
+    """A value as a saved record describes it for the drift check of a replay.
+
+    Saved records hold these texts and are compared with prints taken now: each is made as it
+    always was (its own type names, sampling and hash, not :class:`ValuePrint`'s), or every saved
+    notebook would show as drifted.
+    """
+
+    type: str  # "pandas.DataFrame": the top-level module and the class
+    shape: str  # "600×5", "len 3", or ""
+    dtypes: str  # "a:int64, b:float64" of a pandas value, the dtype of an array, or ""
+    hash: str  # of a bounded sample of the content; "" when that is not cheap
+
+
+def record_print(value: object) -> RecordPrint:
+    """The print of ``value`` a saved record holds."""
+    return RecordPrint(
+        type=_record_type(value),
+        shape=_record_shape(value),
+        dtypes=_record_dtypes(value),
+        hash=record_hash(value),
+    )
+
+
+def _record_type(value: object) -> str:
+    cls = type(value)
+    module = cls.__module__.partition(".")[0]
+    return (
+        cls.__qualname__ if module in ("builtins", "__main__") else f"{module}.{cls.__qualname__}"
+    )
+
+
+def _record_shape(value: object) -> str:
+    shape = shape_of(value)
+    if shape is not None:
+        return "×".join(str(dim) for dim in shape)
+    if isinstance(value, str | bytes | list | tuple | dict | set | frozenset):
+        return f"len {len(value)}"
+    return ""
+
+
+def _record_dtypes(value: object) -> str:
+    dtypes = getattr(type(value), "dtypes", None)
+    try:
+        if dtypes is not None and _record_type(value).startswith("pandas."):
+            return ", ".join(f"{k}:{v}" for k, v in value.dtypes.items())[:400]  # type: ignore[attr-defined]
+        dtype = getattr(value, "dtype", None) if hasattr(type(value), "dtype") else None
+        return str(dtype)[:100] if dtype is not None else ""
+    except Exception:
+        return ""
+
+
+def record_hash(value: object) -> str:
+    """The content hash a saved record holds for ``value``, from a bounded sample; "" when that is
+    not cheap."""
+    try:
+        if isinstance(value, _SCALARS):
+            return _digest(repr(value).encode(), framed=False)
+        if isinstance(value, str):
+            head = value[:RECORD_HASH_BYTES].encode("utf-8", "replace")
+            return _digest(head, str(len(value)).encode(), framed=False)
+        if isinstance(value, bytes):
+            return _digest(value[:RECORD_HASH_BYTES], str(len(value)).encode(), framed=False)
+        if is_lazy_like(value):
+            return ""
+        name = _record_type(value)
+        if name in ("pandas.DataFrame", "pandas.Series"):
+            return _record_pandas_hash(value)
+        if name == "numpy.ndarray":
+            return _record_numpy_hash(value)
+        if isinstance(value, list | tuple | dict | set | frozenset) and len(value) <= 1_000:
+            text = bounded_repr(value, limit=20_000)
+            return _digest(text.encode("utf-8", "replace"), framed=False)
+    except Exception:  # a value that cannot be hashed is described by type and shape alone
+        return ""
+    return ""
+
+
+def _record_pandas_hash(value: Any) -> str:
+    import pandas as pd
+
+    step = max(1, len(value) // RECORD_HASH_ROWS)
+    hashed = pd.util.hash_pandas_object(value.iloc[::step], index=True)
+    columns = repr(list(value.columns)) if hasattr(value, "columns") else str(value.name)
+    return _digest(
+        hashed.to_numpy().tobytes(), columns.encode(), str(len(value)).encode(), framed=False
+    )
+
+
+def _record_numpy_hash(value: Any) -> str:
+    if value.dtype.hasobject:
+        return ""
+    flat = value.reshape(-1)
+    step = max(1, flat.size // (RECORD_HASH_ROWS * 8))
+    return _digest(
+        flat[::step].tobytes(), str(value.shape).encode(), str(value.dtype).encode(), framed=False
+    )
 
 
 # -- which names, and what changed -------------------------------------------------------------
