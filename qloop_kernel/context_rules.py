@@ -36,6 +36,7 @@ from typing import Literal
 from .errors import QloopError
 from .messages import now_iso
 from .redact import redact_text
+from .text import truncate
 
 RULES_NAMES = ("AGENTS.md", "CLAUDE.md", ".qloop/rules.md")
 USER_RULES_ENV = "QLOOP_USER_RULES"
@@ -321,7 +322,7 @@ def bounded(uses: list[RulesUse], limit: int = MAX_RULES_CHARS) -> list[RulesUse
             keep = left - 160
             note = (f"\n[rules cut here: {keep:,} of {len(text):,} characters of {use.file.path} "
                     "sent; the rest is left out]")  # fmt: skip
-            out[index] = replace(use, status="cut", sent=text[:keep] + note)
+            out[index] = replace(use, status="cut", sent=truncate(text, keep, note=note))
         left -= len(out[index].sent)
     return out
 

@@ -11,10 +11,14 @@ def marker(count: int, unit: str = "characters", hint: str = "") -> str:
     return f"[... {count:,} {unit} omitted{'; ' + hint if hint else ''} ...]"
 
 
-def truncate(text: str, limit: int) -> str:
-    """``text`` if it fits in ``limit`` characters, else its head and tail around a marker."""
+def truncate(text: str, limit: int, *, note: str | None = None) -> str:
+    """``text`` if it fits in ``limit`` characters, else its head and tail around a marker; with
+    ``note``, its first ``limit`` characters followed by ``note``, the caller's own words for what
+    was left out."""
     if len(text) <= limit:
         return text
+    if note is not None:
+        return text[:limit] + note
     head = limit * 2 // 3
     tail = limit - head
     omitted = len(text) - head - tail
