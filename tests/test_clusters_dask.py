@@ -143,7 +143,7 @@ def test_looking_at_cluster_data_runs_no_task(lab: LabKernel, watcher: Any) -> N
     lab.run(
         "from qloop_kernel.tools.namespace import inspect_variable, list_variables\n"
         "from qloop_kernel.values.fingerprint import fingerprint\n"
-        "from qloop_kernel.notebook.undo import undo_log\n"
+        "from qloop_kernel.notebook.session import undo_log\n"
         "list_variables(globals())\n"
         f"for name in {names!r}:\n"
         "    inspect_variable(globals(), name)\n"

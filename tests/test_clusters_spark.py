@@ -150,7 +150,7 @@ def test_looking_at_spark_data_runs_no_job(lab: LabKernel) -> None:
         "cached = sales.cache()\n"
         "from qloop_kernel.tools.namespace import inspect_variable, list_variables\n"
         "from qloop_kernel.values.fingerprint import fingerprint\n"
-        "from qloop_kernel.notebook.undo import undo_log\n"
+        "from qloop_kernel.notebook.session import undo_log\n"
         "sc.setJobGroup('looking', 'inspection under test')\n"
         "list_variables(globals())\n"
         "for name in ['sales', 'totals', 'cached', 'spark', 'sc']:\n"

@@ -7,9 +7,8 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from qloop_kernel.notebook.code import CodeRunner, session_output_limit
 from qloop_kernel.notebook.ledger import cell_ledger
-from qloop_kernel.notebook.session import KernelSession, session_for
+from qloop_kernel.notebook.session import KernelSession, session_for, undo_log
 from qloop_kernel.notebook.tools import session_private_variables
-from qloop_kernel.notebook.undo import undo_log
 
 
 class _Shell:

@@ -177,7 +177,7 @@ def test_fingerprints_and_undo_run_no_query(duck: Any) -> None:
     from IPython.core.interactiveshell import InteractiveShell
     from traitlets.config import Config
 
-    from qloop_kernel.notebook.undo import undo_log
+    from qloop_kernel.notebook.session import undo_log
     from qloop_kernel.values.fingerprint import fingerprint
 
     calls: list[int] = []

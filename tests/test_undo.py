@@ -24,12 +24,12 @@ from traitlets.config import Config
 from qloop_kernel.messages import ToolCall
 from qloop_kernel.notebook.approval import ApprovalCard, StepChangesBox
 from qloop_kernel.notebook.changes import UndoNotices, with_changes
+from qloop_kernel.notebook.session import undo_log
 from qloop_kernel.notebook.undo import (
     UndoLog,
     note_in_conversation,
     size_of,
     snapshot_copy,
-    undo_log,
 )
 from qloop_kernel.policy.permissions import ApprovalRequest, Approve, Decision, Deny
 from qloop_kernel.records import (

@@ -8,21 +8,33 @@ MCP servers, the running turn's watch) once the first agent cell or command make
 ``session_for`` is the one place a session is found from a shell: IPython hands the extension's
 hooks and the tools' code runner only the shell. Everything else receives the session or the
 agent. Light to import: ``%load_ext`` makes the session (this module needs nothing but typing).
+It sits below the modules that use it: it knows the agent only by the :class:`SessionAgent`
+protocol, and imports the undo log's module only when the log is first used.
 """
 
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # types only: the session imports nothing heavy when the extension loads
     from traitlets.config import Configurable
 
+    from ..conversation import ConversationManager
     from ..redact import PrivateVariables
     from ..settings import Settings
-    from .agent import KernelAgent
     from .deadline import TurnWatch
     from .undo import UndoLog
+
+
+class SessionAgent(Protocol):
+    """What the session reads of the kernel's agent (``agent.KernelAgent``)."""
+
+    @property
+    def manager(self) -> ConversationManager: ...
+
+    @property
+    def watch(self) -> TurnWatch | None: ...
 
 
 class KernelSession:
@@ -36,7 +48,7 @@ class KernelSession:
         # Saved steps a Run All card approved ahead, by record digest (replay.py)
         self.approved_ahead: set[str] = set()
         self.config: Configurable | None = None  # the ``QloopAgent`` configurable (magic.py)
-        self.agent: KernelAgent | None = None  # made by the first agent cell or command
+        self.agent: SessionAgent | None = None  # made by the first agent cell or command
         self._undo: UndoLog | None = None
 
     @property
@@ -80,3 +92,8 @@ def session_for(shell: Any) -> KernelSession:
     if found is None:
         found = _sessions[shell] = KernelSession(shell)
     return found
+
+
+def undo_log(shell: Any) -> UndoLog:
+    """The undo log of the session on ``shell`` (made on first use)."""
+    return session_for(shell).undo

@@ -759,13 +759,6 @@ class UndoLog:
         return report
 
 
-def undo_log(shell: Any) -> UndoLog:
-    """The undo log of the kernel session on ``shell`` (made on first use)."""
-    from .session import session_for
-
-    return session_for(shell).undo
-
-
 def note_in_conversation(messages: list[dict[str, Any]], call_id: str | None, note: str) -> bool:
     """Add ``note`` to the result of tool call ``call_id`` in the conversation; False if absent."""
     if call_id is None:
