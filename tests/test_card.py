@@ -30,6 +30,7 @@ from qloop_kernel.policy.permissions import (
     Approve,
     ApproveEdited,
     Deny,
+    ReplayRequest,
 )
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
@@ -169,11 +170,12 @@ def test_a_tool_without_code_shows_its_input_and_no_editor() -> None:
 
 def test_a_replay_card_lists_every_step_and_the_notices() -> None:
     steps = ["y = x * 2", "print(y)"]
-    request = ApprovalRequest(
-        ToolCall("replay", "replay", {"steps": steps}),
+    request = ReplayRequest(
         "Replay 2 saved code steps",
-        None,
-        {"steps": steps, "notices": ["1 saved message will become context"]},
+        tuple(steps),
+        ("run_code", "run_code"),
+        (None, None),
+        details={"notices": ["1 saved message will become context"]},
     )
     card = ApprovalCard(request)
     shown = text_of(card)

@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from qloop_kernel.notebook.replay import combined_verdict
 from qloop_kernel.policy.permissions import POLICIES, policy_verdict
+from qloop_kernel.policy.pipeline import combined_verdict
 from qloop_kernel.policy.risk import Risk
 
 RISKS: tuple[Risk, ...] = ("read", "write", "compute", "unknown", "destructive", "external")

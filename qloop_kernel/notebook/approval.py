@@ -32,6 +32,8 @@ from ..policy.permissions import (
     ApproveEdited,
     Decision,
     Deny,
+    ReplayRequest,
+    Request,
 )
 from ..text import clip, counted
 from ..visible import Piece, as_shown, bounded, has_marks, mixed_script_names, pieces
@@ -180,7 +182,7 @@ class ApprovalCard:
 
     def __init__(
         self,
-        request: ApprovalRequest,
+        request: Request,
         *,
         allow_always: bool = True,
         scopes: Sequence[Scope] = DEFAULT_SCOPES,
@@ -250,17 +252,16 @@ class ApprovalCard:
         return f"<b>{name}</b> <span style='{MUTED}'>wants to run — approve?</span>{badge}"
 
     def _body(self) -> str:
-        details = self.request.details
+        request = self.request
         notices = "".join(
             f"<div class='qloop-card-notice'>{html.escape(str(n))}</div>"
-            for n in details.get("notices", [])
+            for n in request.details.get("notices", [])
         )
-        steps = details.get("steps")
-        if isinstance(steps, list):
-            adopted = adopted_html(details.get("adopted"))
-            return notices + adopted + _steps_html(steps, details.get("assessments"))
+        if isinstance(request, ReplayRequest):
+            adopted = adopted_html(list(request.adopted))
+            return notices + adopted + _steps_html(list(request.codes), list(request.assessments))
         if self._original is None:
-            text = json.dumps(self.request.call.input, indent=2, ensure_ascii=False)
+            text = json.dumps(request.call.input, indent=2, ensure_ascii=False)
             return notices + f"<pre class='qloop-card-input'>{shown_html(text)}</pre>"
         if self._editing:  # the editor below holds the only code on screen
             edited = self._edit_assessment is not None
@@ -277,15 +278,17 @@ class ApprovalCard:
     def plain_text(self) -> str:
         """The card as plain text (frontends without widgets): the call, its notices, every step's
         code as shown (``visible.as_shown``), the class and reasons, the messages it adopts."""
-        details = self.request.details
-        lines = [f"{self.request.title} wants to run — approve? (class: {self._shown_risk()})"]
-        lines += [str(n) for n in details.get("notices", [])]
-        for role, text in adopted_texts(details.get("adopted"))[0]:
-            lines += [f"[saved message, {role}]", as_shown(text)]
-        steps = details.get("steps")
-        codes = [str(c) for c in steps] if isinstance(steps, list) else [self._original or ""]
-        if not isinstance(steps, list) and self._original is None:
-            codes = [json.dumps(self.request.call.input, indent=2, ensure_ascii=False)]
+        request = self.request
+        lines = [f"{request.title} wants to run — approve? (class: {self._shown_risk()})"]
+        lines += [str(n) for n in request.details.get("notices", [])]
+        if isinstance(request, ReplayRequest):
+            for role, text in adopted_texts(list(request.adopted))[0]:
+                lines += [f"[saved message, {role}]", as_shown(text)]
+            codes = list(request.codes)
+        elif self._original is None:
+            codes = [json.dumps(request.call.input, indent=2, ensure_ascii=False)]
+        else:
+            codes = [self._original]
         for index, code in enumerate(codes, 1):
             lines += [f"step {index}:" if len(codes) > 1 else "code:", as_shown(code)]
             lines += [f"⚠ {name}: check each letter" for name in mixed_script_names(code)]
@@ -301,16 +304,17 @@ class ApprovalCard:
     def _shown_risk(self) -> Risk | None:
         if self._edit_assessment is not None:
             return self._edit_assessment.risk
-        steps = self.request.details.get("assessments")
-        if isinstance(steps, list) and steps:
+        request = self.request
+        if isinstance(request, ReplayRequest) and request.assessments:
             from ..policy.risk import most_severe
 
-            return most_severe(a.risk for a in steps)
-        return self.request.risk
+            return most_severe(a.risk if a is not None else "unknown" for a in request.assessments)
+        return request.risk
 
     def _always_tooltip(self) -> str:
         risk = self.request.risk
-        what = f"'{risk}' steps of {self.request.call.name}" if risk else self.request.call.name
+        name = self.request.call.name if isinstance(self.request, ApprovalRequest) else "replay"
+        what = f"'{risk}' steps of {name}" if risk else name
         return f"Run {what} (and milder ones) without asking; choose for how long on the right"
 
     def _refresh(self) -> None:
@@ -337,9 +341,10 @@ class ApprovalCard:
 
     def _edited_input(self) -> dict[str, Any] | None:
         """The input as the card shows it at the moment of the click, if the user changed it."""
-        field = self.request.editable_field
-        if field is not None and self.editor.value != self._original:
-            return {**self.request.call.input, field: self.editor.value}
+        request, field = self.request, self.request.editable_field
+        edited = self.editor.value != self._original
+        if isinstance(request, ApprovalRequest) and field is not None and edited:
+            return {**request.call.input, field: self.editor.value}
         return None
 
     def _approval(self) -> Decision:
@@ -588,9 +593,7 @@ def _button(label: str, *, style: str = "", icon: str = "", tooltip: str = "") -
     )  # fmt: skip
 
 
-def describe(
-    decision: Decision, request: ApprovalRequest | None = None, risk: Risk | None = None
-) -> str:
+def describe(decision: Decision, request: Request | None = None, risk: Risk | None = None) -> str:
     """The card's status line after the click."""
     match decision:
         case Approve():
@@ -600,7 +603,7 @@ def describe(
         case AlwaysAllow(input=edited, scope=scope):
             edits = " with your edits" if edited is not None else ""
             what = ""
-            if request is not None and risk is not None:
+            if isinstance(request, ApprovalRequest) and risk is not None:
                 what = Grant(request.call.name, risk, scope).what() + " "
             return f"✔ approved{edits} ({what}always allowed for {SCOPE_TEXT[scope]})"
         case Deny(reason=reason):
@@ -608,7 +611,9 @@ def describe(
     raise AssertionError(decision)  # pragma: no cover
 
 
-def _editable_text(request: ApprovalRequest) -> str | None:
+def _editable_text(request: Request) -> str | None:
+    if not isinstance(request, ApprovalRequest):
+        return None  # a replay's steps are approved as saved
     field = request.editable_field
     value = request.call.input.get(field) if field else None
     return value if isinstance(value, str) else None
@@ -633,9 +638,9 @@ class CardApprover:
         self.cell_id = cell_id  # where a reloaded page shows a waiting card again
         self.cards: dict[str, ApprovalCard] = {}  # by call id: a step's card shows its outcome
 
-    def decide(self, request: ApprovalRequest) -> Decision:
+    def decide(self, request: Request) -> Decision:
         card = ApprovalCard(request, allow_always=self.allow_always, scopes=self.scopes)
-        self.cards[request.call.id] = card
+        self.cards[request.call.id if isinstance(request, ApprovalRequest) else "replay"] = card
         try:
             display(card.bundle(), raw=True)
         except KeyboardInterrupt:

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..loop import TurnObserver
 from ..messages import ModelEvent, ModelResponse, ToolCall, ToolOutcome, Usage
-from ..policy.permissions import ApprovalRequest, Approver, Decision, Deny
+from ..policy.permissions import ApprovalRequest, Approver, Decision, Deny, Request
 from ..records import CellRecord
 from ..records.schema import VariableChange
 from ..redact import redact_text
@@ -43,9 +43,9 @@ class UndoNotices:
         cards = getattr(self.inner, "cards", None)
         return cards if cards is not None else {}
 
-    def decide(self, request: ApprovalRequest) -> Decision:
-        code = request.call.input.get("code")
-        if request.call.name == "run_code" and isinstance(code, str):
+    def decide(self, request: Request) -> Decision:
+        code = _run_code(request)
+        if isinstance(request, ApprovalRequest) and code is not None:
             notice = self.log.prepare(code, request.assessment).notice()
             if notice is not None:
                 notices = [*request.details.get("notices", []), notice]
@@ -56,6 +56,14 @@ class UndoNotices:
         if isinstance(decision, Deny):
             self.log.discard()  # nothing runs: the copies are let go
         return decision
+
+
+def _run_code(request: Request) -> str | None:
+    """The code of a run_code call's request (None for other tools and for replays)."""
+    if not isinstance(request, ApprovalRequest) or request.call.name != "run_code":
+        return None
+    code = request.call.input.get("code")
+    return code if isinstance(code, str) else None
 
 
 class StepViews:

@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..errors import ToolFailure
 from ..messages import Block  # noqa: TC001 - the tools' hints are read at run time
 from ..notebook_view import SOURCE_CHARS
-from ..policy.permissions import Approve, ApproveEdited, Deny
+from ..policy.permissions import ApprovalRequest, Approve, ApproveEdited, Deny
 from ..policy.risk import Assessment, Reason, severity
 from ..records import signing
 from ..tools.runtime import Tool
 
 if TYPE_CHECKING:
     from ..messages import ToolCall
-    from ..policy.permissions import ApprovalRequest, Approver, Decision
+    from ..policy.permissions import Approver, Decision, Request
     from ..records import CellRecord
     from .cell_runs import CellRuns
     from .notebook_grants import NotebookGrantStore
@@ -345,7 +345,9 @@ class _ByTool:
     proposals: CellProposals
     others: Approver
 
-    def decide(self, request: ApprovalRequest) -> Decision:
+    def decide(self, request: Request) -> Decision:
+        if not isinstance(request, ApprovalRequest):
+            return self.others.decide(request)
         if request.call.name in PROPOSAL_TOOLS and self.proposals.interactive:
             return self.proposals.decide(request)
         return self.others.decide(request)

@@ -3,7 +3,8 @@
 Replay runs code that is not visible in the cell, so it needs approval like any code. Where the approval
 comes from never depends on the notebook's own text (a cell's ``--approve`` option is ignored here). The
 kernel's configured policy (``QLOOP_APPROVAL``, ``c.QloopAgent.approve``) decides first, for every record;
-then the record's provenance (``_decide``):
+then the record's provenance, then grants, then the card: the one permission pipeline
+(``policy.pipeline``) decides a replay as a typed ``ReplayRequest`` (``_decide``):
 - a record this user's kernel signed: runs when the policy runs its class; otherwise one card listing the
   steps when someone can click (or grants that cover every step);
 - a received record (signed by someone else, not signed, or edited and re-digested): a policy that denies
@@ -25,20 +26,21 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..conversation import ConversationManager
 from ..messages import ToolCall, ToolOutcome
 from ..policy.grants import Grants
 from ..policy.permissions import (
     ApprovalPolicy,
-    ApprovalRequest,
     Approve,
     Decision,
     Deny,
     Policy,
-    Verdict,
+    ReplayRequest,
+    Request,
 )
+from ..policy.pipeline import PermissionPipeline, Provenance
 from ..policy.risk import Assessment, Reason, most_severe
 from ..records import CellRecord, ToolCallRecord
 from ..records.drift import changed_after
@@ -107,7 +109,7 @@ class ReplayPlan:
         risks = [a.risk if a is not None else "unknown" for a in self.assessments]
         return Assessment(most_severe(risks), tuple(reasons), None)
 
-    def request(self, later: tuple[ReplayPlan, ...] = ()) -> ApprovalRequest:
+    def request(self, later: tuple[ReplayPlan, ...] = ()) -> ReplayRequest:
         """The card's request; ``later``: the saved agent cells queued behind this one, which the
         same approval covers (Run All asks once), each step listed under its cell."""
         notices = [RECEIVED_NOTICE] if self.received else []
@@ -119,10 +121,12 @@ class ReplayPlan:
                 "cells of this kernel"
             )
         codes, assessments = list(self.codes), list(self.assessments)
+        tools = [step.name for step in self.steps]
         for number, plan in enumerate(later, 2):
             label = " ".join(plan.record.prompt.split())[:60]
             codes += [f"# saved agent cell {number}: {label}\n{code}" for code in plan.codes]
             assessments += plan.assessments
+            tools += [step.name for step in plan.steps]
             if plan.received:
                 notices.append(f"saved agent cell {number}: {RECEIVED_NOTICE}")
         steps = len(self.steps) + sum(len(plan.steps) for plan in later)
@@ -131,16 +135,12 @@ class ReplayPlan:
             title += (
                 f" of {len(later) + 1} agent cells (this one and the {len(later)} queued after it)"
             )
-        adopted = [m for plan in (self, *later) for m in plan.record.messages]
-        details = {
-            "steps": codes,
-            "notices": notices,
-            "assessments": assessments,
-            "adopted": adopted,
-        }
-        call = ToolCall("replay", "replay", {"steps": codes})
+        adopted = tuple(m for plan in (self, *later) for m in plan.record.messages)
         joined = ReplayPlan(self.record, self.steps, self.received, assessments=tuple(assessments))
-        return ApprovalRequest(call, title, None, details, assessment=joined.assessment())
+        return ReplayRequest(
+            title, tuple(codes), tuple(tools), tuple(assessments), adopted,
+            assessment=joined.assessment(), details={"notices": notices},
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -307,30 +307,13 @@ def _output_changes(step: ToolCallRecord, outcome: ToolOutcome) -> list[str]:
     return output_differences(step, outcome.text, [i.sha256 for i in images if i is not None])
 
 
-Combined = Literal["run", "ask", "deny", "received"]
-
-
-def combined_verdict(
-    verdict: Verdict, *, received: bool, interactive: bool, opted_in: bool
-) -> Combined:
-    """Policy, then provenance, for a step from any source that did not come from the model now:
-    a policy that denies the class denies it; a received one is asked about when someone can click
-    (never run by the policy or grants alone) and headless runs only with the opt-in ("received":
-    blocked); the user's own runs or is asked about as the policy says."""
-    if verdict == "deny":
-        return "deny"
-    if not received:
-        return verdict
-    if interactive:
-        return "ask"
-    return "run" if opted_in else "received"
-
-
 def _decide(
-    plan: ReplayPlan, policy: ApprovalPolicy, cell: CellContext, host: Any = None
+    plan: ReplayPlan, policy: ApprovalPolicy, cell: CellContext, host: ReplayHost | None = None
 ) -> Decision:
-    """The approval of a replay: :func:`combined_verdict` of the policy's verdict on the steps' most
-    severe class and the record's provenance, then the card or grants where it asks."""
+    """The approval of a replay, by the one permission pipeline: the policy's verdict on the steps'
+    most severe class, combined with the record's provenance, then grants, then the card."""
+    from .display import line
+
     if not plan.steps and not plan.received:
         return Approve()  # nothing runs; the user's own conversation is taken back
     # Digests of saved records whose replay a card approved ahead (Run All), kept by the session.
@@ -338,56 +321,38 @@ def _decide(
     if cell.interactive and plan.record.digest in ahead:
         ahead.discard(plan.record.digest)
         return Approve()  # listed on the card of a cell before it in the same Run All
-    request = plan.request()
-    verdict = combined_verdict(
-        policy.verdict(request.risk) if plan.steps else "ask",
-        received=plan.received, interactive=cell.interactive,
-        opted_in=os.environ.get(RECEIVED_OPT_IN) == "1",
-    )  # fmt: skip
-    if verdict == "deny":
-        return policy.denial(request)
-    if verdict == "received":
-        return Deny(RECEIVED_BLOCK)
-    if verdict == "run":
-        return Approve(policy.name)
-    if not plan.received and host is not None and _granted(plan, host.grants, cell.cell_id):
-        return Approve()
-    return _card(plan, host, ahead, cell.cell_id)
+    card = _RunAllCard(plan, host, ahead, cell.cell_id)
+    grants = host.grants if host is not None else Grants()
+    pipeline = PermissionPipeline(policy, grants, card, cell.cell_id)
+    opted_in = os.environ.get(RECEIVED_OPT_IN) == "1"
+    permission = pipeline.decide(plan.request(), Provenance(plan.received, opted_in))
+    if permission.by == "grant":
+        used = "; ".join(dict.fromkeys(g.describe() for g in permission.grants))
+        line(f"replaying without a card: every step is covered by a grant ({used})")
+    return permission.decision
 
 
-RECEIVED_BLOCK = (
-    "the saved record was received from elsewhere (not signed by your kernel); replay it headless "
-    "only with `qloop run --replay-received`, or open the notebook in JupyterLab to review its steps"
-)
+class _RunAllCard:
+    """The approver of a replay: one card for it and the saved agent cells queued behind it (Run
+    All asks once); their replays are then approved ahead."""
+
+    def __init__(
+        self, plan: ReplayPlan, host: ReplayHost | None, ahead: set[str], cell_id: str | None
+    ) -> None:
+        self.plan, self.host, self.ahead, self.cell_id = plan, host, ahead, cell_id
+
+    def decide(self, request: Request) -> Decision:
+        from .approval import CardApprover
+
+        later = tuple(_queued_plans(self.host)) if self.host is not None else ()
+        card = CardApprover(allow_always=False, cell_id=self.cell_id)
+        decision = card.decide(self.plan.request(later) if later else request)
+        if not isinstance(decision, Deny):
+            self.ahead.update(p.record.digest for p in later)
+        return decision
 
 
-def _granted(plan: ReplayPlan, grants: Grants, cell_id: str | None) -> bool:
-    """Whether grants cover every step of this user's own replay (then no card), and say so."""
-    from .display import line
-
-    covering = [
-        grants.covering(step.name, found.risk if found is not None else None, cell_id)
-        for step, found in zip(plan.steps, plan.assessments, strict=True)
-    ]
-    if not covering or any(g is None for g in covering):
-        return False
-    used = "; ".join(dict.fromkeys(g.describe() for g in covering if g is not None))
-    line(f"replaying without a card: every step is covered by a grant ({used})")
-    return True
-
-
-def _card(plan: ReplayPlan, host: Any, ahead: set[str], cell_id: str | None) -> Decision:
-    """One card for this replay and the saved agent cells queued behind it (Run All)."""
-    from .approval import CardApprover
-
-    later = tuple(_queued_plans(host)) if host is not None else ()
-    decision = CardApprover(allow_always=False, cell_id=cell_id).decide(plan.request(later))
-    if not isinstance(decision, Deny):
-        ahead.update(p.record.digest for p in later)
-    return decision
-
-
-def _queued_plans(host: Any) -> list[ReplayPlan]:
+def _queued_plans(host: ReplayHost) -> list[ReplayPlan]:
     """The replays of the saved agent cells whose requests wait behind this one."""
     from ..records import RecordError, load_record
     from ..redact import redact_text

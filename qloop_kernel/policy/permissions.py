@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeAlias
 
 if TYPE_CHECKING:
     from ..messages import ToolCall
@@ -83,10 +83,36 @@ class ApprovalRequest:
         return self.assessment.risk if self.assessment is not None else None
 
 
-class Approver(Protocol):
-    """Decides on tool calls that change something. May block (an approval card) or not (a policy)."""
+@dataclass(frozen=True)
+class ReplayRequest:
+    """A replay to decide on: the saved steps that run again, each as the card shows it (a queued
+    cell's steps under its header), their classes, and the saved messages that join the
+    conversation. ``details`` holds the card's notices, as a tool call's request does."""
 
-    def decide(self, request: ApprovalRequest) -> Decision: ...
+    title: str
+    codes: tuple[str, ...]
+    tools: tuple[str, ...]  # each step's tool: grants cover a step by its tool and class
+    assessments: tuple[Assessment | None, ...]  # each step's class; None: not classified
+    adopted: tuple[dict[str, Any], ...] = ()
+    assessment: Assessment | None = None  # the steps' classes as one: the most severe
+    details: dict[str, Any] = field(default_factory=dict)
+    editable_field: ClassVar[None] = None  # saved steps are approved as saved, never edited
+    classify: ClassVar[None] = None
+
+    @property
+    def risk(self) -> Risk | None:
+        """The most severe class among the steps."""
+        return self.assessment.risk if self.assessment is not None else None
+
+
+# What the permission pipeline decides: a tool call, or the saved steps of a replay.
+Request: TypeAlias = "ApprovalRequest | ReplayRequest"
+
+
+class Approver(Protocol):
+    """Decides on steps that change something. May block (an approval card) or not (a policy)."""
+
+    def decide(self, request: Request) -> Decision: ...
 
 
 HEADLESS_HINT = (
@@ -98,7 +124,7 @@ HEADLESS_HINT = (
 class AutoApprover:
     """Approves everything: for trusted, unattended runs."""
 
-    def decide(self, request: ApprovalRequest) -> Decision:
+    def decide(self, request: Request) -> Decision:
         return Approve()
 
 
@@ -110,7 +136,7 @@ class PolicyDenier:
         self.policy = policy
         self.hint = hint
 
-    def decide(self, request: ApprovalRequest) -> Decision:
+    def decide(self, request: Request) -> Decision:
         return ApprovalPolicy(self.policy, interactive=False, hint=self.hint).denial(request)
 
 
@@ -132,7 +158,7 @@ class ApprovalPolicy:
             self.name, risk or "unknown", ask_read=self.ask_read, interactive=self.interactive
         )
 
-    def denial(self, request: ApprovalRequest) -> Deny:
+    def denial(self, request: Request) -> Deny:
         """The decision when this policy denies ``request``: worded as the policy's, not a person's."""
         risk = request.risk or "unknown"
         reasons = request.assessment.reasons if request.assessment is not None else ()

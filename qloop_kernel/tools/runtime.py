@@ -36,6 +36,7 @@ from ..policy.permissions import (
     Deny,
     denial_line,
 )
+from ..policy.pipeline import PermissionPipeline
 from ..redact import redact_text
 from ..text import clip
 from ..text import truncate as bounded
@@ -374,6 +375,10 @@ class ToolRuntime:
             classify=tool.assessment if tool.classify is not None else None,
         )
 
+    def pipeline(self) -> PermissionPipeline:
+        """The permission pipeline of this runtime's policy, grants and approver (as set now)."""
+        return PermissionPipeline(self.policy, self.grants, self.approver, self.cell_id, self.clock)
+
     def would_ask(self, call: ToolCall) -> ApprovalRequest | None:
         """The request the approver would get for ``call`` if it ran now (valid input, the policy
         asks, no grant covers it), or None. Decides nothing: the call still goes through
@@ -386,11 +391,7 @@ class ToolRuntime:
         except ValidationError:
             return None
         request = self.request(tool, call, validated.model_dump(mode="json"))
-        if self.policy.verdict(request.risk) != "ask":
-            return None
-        if self.grants.covering(tool.name, request.risk, self.cell_id) is not None:
-            return None
-        return request
+        return request if self.pipeline().would_ask(request) else None
 
     def _run(self, call: ToolCall) -> ToolOutcome:
         tool = self.tools.get(call.name)
@@ -421,21 +422,18 @@ class ToolRuntime:
         if not tool.requires_approval:
             return "readonly", None, 0.0, validated
         request = self.request(tool, call, validated.model_dump(mode="json"))
-        verdict = self.policy.verdict(request.risk)
-        if verdict == "deny":
-            return "denied", self.policy.denial(request), 0.0, validated
-        if verdict == "run":
+        permission = self.pipeline().decide(request)  # a call the model makes now: LIVE
+        decision = permission.decision
+        if permission.by in ("policy", "provenance"):
+            if isinstance(decision, Deny):
+                return "denied", decision, 0.0, validated
             self._tell_unasked(request, f"the approval policy '{self.policy.name}' runs it")
             return "auto", None, 0.0, validated
-        grant = self.grants.covering(tool.name, request.risk, self.cell_id)
-        if grant is not None:
-            self._tell_unasked(request, f"granted: {grant.describe()}")
+        if permission.by == "grant":
+            self._tell_unasked(request, f"granted: {permission.grants[0].describe()}")
             return "always", None, 0.0, validated
-        asked = self.clock()
-        decision = self.approver.decide(request)
-        waited = self.clock() - asked
         kind, denial, edited = self._apply(tool, request, decision)
-        return kind, denial, waited, edited or validated
+        return kind, denial, permission.waited_s, edited or validated
 
     def _apply(
         self, tool: Tool, request: ApprovalRequest, decision: Decision

@@ -1,0 +1,146 @@
+"""The one permission pipeline: policy, then provenance, then grants, then the approver.
+
+Every step that changes anything is decided here, whatever its source: a tool call the model makes
+now (``tools.runtime.ToolRuntime``), a cell proposal on its way to the page, and the saved steps of
+a replay (``notebook.replay``), which come as a typed :class:`~.permissions.ReplayRequest`.
+
+1. The policy gives a verdict on the request's class (run, ask, deny).
+2. Provenance combines with it, never replacing it (:func:`combined_verdict`): steps received from
+   elsewhere are never run by a policy or a grant alone.
+3. Grants the user gave run the request without asking when they cover every step of it.
+4. Otherwise the approver decides (a card, the proposal bar, or a denier when nobody can click).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from .permissions import (
+    ApprovalPolicy,
+    ApprovalRequest,
+    Approve,
+    Approver,
+    Decision,
+    Deny,
+    ReplayRequest,
+    Request,
+    Verdict,
+)
+
+if TYPE_CHECKING:
+    from .grants import Grant, Grants
+
+RECEIVED_BLOCK = (
+    "the saved record was received from elsewhere (not signed by your kernel); replay it headless "
+    "only with `qloop run --replay-received`, or open the notebook in JupyterLab to review its steps"
+)
+
+Combined = Literal["run", "ask", "deny", "received"]
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a request's steps come from.
+
+    ``received``: saved steps this user's kernel did not sign (a notebook from someone else, an
+    edited record). ``opted_in``: a headless run was told to run received steps anyway
+    (``qloop run --replay-received``), under the policy.
+    """
+
+    received: bool = False
+    opted_in: bool = False
+
+
+LIVE = Provenance()  # a call the model makes now, in this user's session
+
+
+def combined_verdict(
+    verdict: Verdict, *, received: bool, interactive: bool, opted_in: bool
+) -> Combined:
+    """Policy, then provenance, for a step from any source that did not come from the model now:
+    a policy that denies the class denies it; a received one is asked about when someone can click
+    (never run by the policy or grants alone) and headless runs only with the opt-in ("received":
+    blocked); the user's own runs or is asked about as the policy says."""
+    if verdict == "deny":
+        return "deny"
+    if not received:
+        return verdict
+    if interactive:
+        return "ask"
+    return "run" if opted_in else "received"
+
+
+Decider = Literal["policy", "provenance", "grant", "approver"]
+
+
+@dataclass(frozen=True)
+class Permission:
+    """What the pipeline decided, which stage decided it, the grants that covered it, and how long
+    the approver took."""
+
+    decision: Decision
+    by: Decider
+    grants: tuple[Grant, ...] = ()
+    waited_s: float = 0.0
+
+
+@dataclass
+class PermissionPipeline:
+    """Decides requests for one turn or replay: its policy, the session's grants, its approver."""
+
+    policy: ApprovalPolicy
+    grants: Grants
+    approver: Approver
+    cell_id: str | None = None  # the agent cell, for grants scoped to a cell
+    clock: Callable[[], float] = time.monotonic
+
+    def verdict(self, request: Request, provenance: Provenance = LIVE) -> Combined:
+        """The policy's verdict on the request's class, combined with its provenance. A replay
+        with no step has no class: someone is asked about the conversation it adopts."""
+        steps = not isinstance(request, ReplayRequest) or bool(request.codes)
+        verdict = self.policy.verdict(request.risk) if steps else "ask"
+        return combined_verdict(
+            verdict,
+            received=provenance.received,
+            interactive=self.policy.interactive,
+            opted_in=provenance.opted_in,
+        )
+
+    def covering(self, request: Request) -> tuple[Grant, ...] | None:
+        """The grants that cover every step of ``request``, or None where one is not covered."""
+        if isinstance(request, ApprovalRequest):
+            steps = [(request.call.name, request.risk)]
+        else:
+            steps = [(tool, a.risk if a is not None else None)
+                     for tool, a in zip(request.tools, request.assessments, strict=True)]  # fmt: skip
+        found = [self.grants.covering(tool, risk, self.cell_id) for tool, risk in steps]
+        if not found or any(g is None for g in found):
+            return None
+        return tuple(g for g in found if g is not None)
+
+    def would_ask(self, request: Request, provenance: Provenance = LIVE) -> bool:
+        """Whether deciding ``request`` now would reach the approver. Decides nothing."""
+        verdict = self.verdict(request, provenance)
+        if verdict != "ask":
+            return False
+        return provenance.received or self.covering(request) is None
+
+    def decide(self, request: Request, provenance: Provenance = LIVE) -> Permission:
+        """Decide ``request``: the policy and provenance first, then grants, then the approver."""
+        verdict = self.verdict(request, provenance)
+        if verdict == "deny":
+            return Permission(self.policy.denial(request), "policy")
+        if verdict == "received":
+            return Permission(Deny(RECEIVED_BLOCK), "provenance")
+        if verdict == "run":
+            return Permission(Approve(self.policy.name), "policy")
+        if not provenance.received:
+            grants = self.covering(request)
+            if grants is not None:
+                return Permission(Approve(), "grant", grants)
+        asked = self.clock()
+        decision = self.approver.decide(request)
+        return Permission(decision, "approver", waited_s=self.clock() - asked)
