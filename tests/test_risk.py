@@ -1,4 +1,4 @@
-"""The risk classifier for run_code (qloop_kernel/policy/risk.py) and the policy decisions by class
+"""The risk classifier for run_code (qloop_kernel/policy/risk/) and the policy decisions by class
 (qloop_kernel/policy/permissions.py): the corpus of snippets, the rules table in docs/approval.md, arbitrary
 input, and the verdict of every policy for every class."""
 
