@@ -26,6 +26,8 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
+from .text import truncate
+
 WHITESPACE_RUN = 8  # spaces or tabs inside a line from which the run is shown as a mark
 MARKED_CATEGORIES = frozenset({"Cf", "Zl", "Zp", "Co", "Cn"})
 # Letters that draw nothing, valid in Python identifiers: a name can be invisible.
@@ -183,9 +185,7 @@ def _names(code: str) -> list[tuple[str, int]]:
 def bounded(text: str, limit: int) -> str:
     """At most ``limit`` characters of ``text``, then how many more there are (``… 1,204 more
     characters``)."""
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}… {len(text) - limit:,} more characters"
+    return truncate(text, limit, note=f"… {len(text) - limit:,} more characters")
 
 
 def mark_table() -> dict[int, str]:
