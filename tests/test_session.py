@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
+from qloop_kernel.errors import ToolFailure
 from qloop_kernel.notebook.code import CodeRunner, session_output_limit
 from qloop_kernel.notebook.ledger import cell_ledger
 from qloop_kernel.notebook.session import KernelSession, session_for, undo_log
@@ -65,3 +66,18 @@ def test_the_agent_is_found_through_the_session(shell: InteractiveShell) -> None
     shell.user_ns["token_value"] = "s3cret-value"
     shell.run_line_magic("agent", "private token_value")
     assert "token_value" in session_private_variables(shell).names
+
+
+def test_the_built_in_tools_are_built_once_and_bound_to_each_turn(shell: InteractiveShell) -> None:
+    agent = shell.magics_manager.registry["AgentMagics"].agent
+    settings = agent.manager.settings
+    first = {t.name: t for t in agent.tools(settings)}
+    second = {t.name: t for t in agent.tools(settings.updated(code_timeout=1))}
+    built_in = ("list_variables", "inspect_variable", "run_code", "notebook_history")
+    assert all(first[name] is second[name] for name in built_in)
+    assert first["run_code"].schema() is second["run_code"].schema()
+    assert "read_notebook" not in second  # nothing shows this console's notebook
+    # The turn's own limit reaches the code it runs.
+    run_code = second["run_code"]
+    with pytest.raises(ToolFailure, match="the 1 s limit"):
+        run_code.call(run_code.input_model(code="import time; time.sleep(5)"))

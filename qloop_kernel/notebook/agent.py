@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # types only: these modules are imported when a turn needs th
     from .deadline import TurnWatch
     from .proposals import CellProposals
     from .session import KernelSession
-    from .tools import NotebookSource
+    from .tools import BuiltinTools, NotebookSource
     from .undo import UndoLog, UndoReport
 
 ASK_WITHOUT_RECORD = "QLOOP_ASK_WITHOUT_RECORD"  # ask the model where the client sends no metadata
@@ -69,6 +69,7 @@ class KernelAgent:
         self.rules_declined: set[tuple[str, str]] = set()  # rules files declined this session
         self.undo = self._undo_log()
         self.mcp = _mcp_servers(session)
+        self._builtins: BuiltinTools | None = None  # built with the first turn, bound to each
         session.agent = self  # a reloaded extension's agent replaces the earlier one
 
     @property
@@ -112,10 +113,11 @@ class KernelAgent:
         """The turn's tools; read_notebook only where the running cell's notebook can be read,
         add_cell and edit_cell where proposals can be shown or applied."""
         from .proposals import proposal_tools
-        from .tools import builtin_tools
+        from .tools import BuiltinTools
 
-        builtin = builtin_tools(
-            self.shell,
+        if self._builtins is None:
+            self._builtins = BuiltinTools(self.shell, private=self.session.private_variables)
+        builtin = self._builtins.for_turn(
             code_timeout_s=settings.code_timeout,
             notebook=self.notebook_source(cell),
             running_cell=cell.cell_id if cell is not None else None,

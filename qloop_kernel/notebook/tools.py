@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
 from annotated_types import Interval
@@ -31,21 +32,68 @@ def builtin_tools(
     running_cell: str | None = None,
 ) -> list[Tool]:
     """list_variables, inspect_variable, run_code and notebook_history for ``shell``, and
-    read_notebook where something can show the notebook.
+    read_notebook where something can show the notebook (a set of its own: the kernel's agent
+    builds one :class:`BuiltinTools` and binds it to each turn).
 
     ``private``: the variables the tools refuse to show (default: the session's, `%agent private`).
     ``notebook``: the view of the open notebook for cell ids (None: all) and whether to include
     outputs, from the frontend's extension or ``qloop run`` (None when it cannot be had);
     ``running_cell``: the agent cell's id, marked in that view.
     """
+    made = BuiltinTools(shell, private=(lambda: private) if private is not None else None)
+    return made.for_turn(code_timeout_s=code_timeout_s, notebook=notebook, running_cell=running_cell)
+
+
+@dataclass(frozen=True)
+class TurnBinding:
+    """What the built-in tools read of the turn that calls them."""
+
+    notebook: NotebookSource | None = None  # the view of the running cell's notebook
+    running_cell: str | None = None  # the agent cell's id, marked in that view
+
+
+class BuiltinTools:
+    """The built-in tools of one kernel, built once (their input models and schemas with them);
+    :meth:`for_turn` binds them to a turn: its code time limit, its notebook and its cell."""
+
+    def __init__(
+        self, shell: Any, *, private: Callable[[], PrivateVariables] | None = None
+    ) -> None:
+        self.shell = shell
+        self.binding = TurnBinding()
+        self.private = private or (lambda: session_private_variables(shell))
+        self.runner = CodeRunner(shell, private=None)
+        self._tools = self._build()
+
+    def for_turn(
+        self,
+        *,
+        code_timeout_s: float | None = None,
+        notebook: NotebookSource | None = None,
+        running_cell: str | None = None,
+    ) -> list[Tool]:
+        """The tools as this turn calls them, with the registered ones (``@qloop_kernel.tool``);
+        read_notebook only with a notebook to read."""
+        self.binding = TurnBinding(notebook, running_cell)
+        self.runner.timeout_s = code_timeout_s
+        self.runner.private = self.private()
+        offered = [t for t in self._tools if t.name != "read_notebook" or notebook is not None]
+        return with_registered(offered)
+
+    def _build(self) -> list[Tool]:
+        return _builtin_set(self)
+
+
+def _builtin_set(tools: BuiltinTools) -> list[Tool]:
+    """The built-in tools, reading the turn's binding and the private variables at each call."""
     from ..tools import history, namespace
 
-    private = private if private is not None else session_private_variables(shell)
+    shell = tools.shell
 
     def list_variables() -> str:
         """List the user's variables in the live kernel: name, type, shape or length, dtypes and
         approximate memory. Modules, IPython internals and names starting with _ are left out."""
-        ns = shell.user_ns
+        ns, private = shell.user_ns, tools.private()
         shown = {k: v for k, v in ns.items() if k not in private.names}
         listing = namespace.list_variables(shown, hidden=shell.user_ns_hidden)
         if hidden := sorted(n for n in private.names if n in ns):
@@ -69,6 +117,7 @@ def builtin_tools(
             rows: number of rows to show (default: a few for data in memory, none for lazy or
                 distributed data, whose rows are read only when asked for)
         """
+        private = tools.private()
         if private.covers(name):
             raise ToolFailure(
                 f"{name.strip().split('.')[0]!r} is private: the user marked it with "
@@ -88,7 +137,8 @@ def builtin_tools(
         Args:
             last: how many recent cells to show
         """
-        return private.redactor(shell.user_ns).text(history.notebook_history(shell, last=last))
+        text = history.notebook_history(shell, last=last)
+        return tools.private().redactor(shell.user_ns).text(text)
 
     def read_notebook(cells: list[str] | None = None, outputs: bool = True) -> str:
         """Read the open notebook as the user sees it: every cell in order with its id, type
@@ -100,6 +150,7 @@ def builtin_tools(
             cells: cell ids to read (default: all cells, bounded)
             outputs: include each cell's output summary
         """
+        notebook = tools.binding.notebook
         assert notebook is not None  # the tool is offered only with a source
         view = notebook(cells, outputs)
         if view is None:
@@ -107,26 +158,22 @@ def builtin_tools(
                 "the notebook could not be read just now (its page did not answer); "
                 "notebook_history shows what this kernel ran"
             )
-        text = render(view, running_cell=running_cell)
-        return private.redactor(shell.user_ns).text(text)
+        text = render(view, running_cell=tools.binding.running_cell)
+        return tools.private().redactor(shell.user_ns).text(text)
 
-    runner = CodeRunner(shell, timeout_s=code_timeout_s, private=private)
-    offered = [Tool.from_function(read_notebook, requires_approval=False)] if notebook else []
-    return with_registered(
-        [
-            Tool.from_function(list_variables, requires_approval=False),
-            Tool.from_function(inspect_variable, requires_approval=False),
-            Tool.from_function(
-                runner.run_code,
-                name="run_code",
-                editable_field="code",
-                classify=code_classifier(shell),
-                replayable=True,
-            ),
-            Tool.from_function(notebook_history, requires_approval=False),
-            *offered,
-        ]
-    )
+    return [
+        Tool.from_function(list_variables, requires_approval=False),
+        Tool.from_function(inspect_variable, requires_approval=False),
+        Tool.from_function(
+            tools.runner.run_code,
+            name="run_code",
+            editable_field="code",
+            classify=code_classifier(shell),
+            replayable=True,
+        ),
+        Tool.from_function(notebook_history, requires_approval=False),
+        Tool.from_function(read_notebook, requires_approval=False),
+    ]
 
 
 def code_classifier(shell: Any) -> Callable[[dict[str, Any]], Assessment]:

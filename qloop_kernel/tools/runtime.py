@@ -192,10 +192,11 @@ def _same(a: object, b: object) -> bool:
     return a is b or (type(a) is type(b) and type(a) in (str, int, float, bytes) and a == b)
 
 
-# The kernel builds its tools each turn from functions defined again each turn (closures over
-# the shell): one model per definition (its code object), reused while the hints, defaults and
-# docstring are the same objects or equal; pydantic model and schema generation cost about
-# 1 ms per tool.
+# Tools made again from functions defined again (each turn's proposal tools, closures over the
+# turn's proposals; a cell defining a @tool run again): one model per definition (its code
+# object), reused while the hints, defaults and docstring are the same objects or equal; pydantic
+# model and schema generation cost about 1 ms per tool. The built-in tools are built once per
+# kernel (notebook/tools.py: BuiltinTools).
 _BUILT: weakref.WeakKeyDictionary[types.CodeType, _Built] = weakref.WeakKeyDictionary()
 _SCHEMAS: weakref.WeakKeyDictionary[type[BaseModel], dict[str, Any]] = weakref.WeakKeyDictionary()
 
