@@ -186,7 +186,8 @@ FIGURES = [
     ),
     Figure(
         "inspect_variable.py",
-        "`inspect_variable` on a 1,000,000 × 50 DataFrame, median of 5",
+        "`inspect_variable` on 1,000,000 × 50 DataFrames (mixed columns with Arrow, Python-backed "
+        "or object-dtype `str` strings; 50 object-dtype string columns): the slowest median of 5",
         (rf"inspect_variable median time\s+(?P<ms>{NUMBER}) ms\s+target <= (?P<max_ms>{NUMBER}) ms",
          rf"inspect_variable output\s+(?P<chars>{NUMBER}) chars\s+target <= (?P<max_chars>{NUMBER})",
          rf"repr\(df\).*?chars\s+(?P<repr>{NUMBER})x",

@@ -242,6 +242,63 @@ def test_million_by_fifty_frame_stays_within_budget() -> None:
     assert inspect_variable({"df": df}, "df") == text  # the sample is deterministic
 
 
+def python_cells(n_rows: int) -> pd.Series:
+    """Strings (each its own object, as read from a file) among every kind of null and
+    values equal across types (1, 1.0 and True)."""
+    cells = np.array(["north", None, np.nan, pd.NA, pd.NaT, 1, 1.0, True, "south"], dtype=object)
+    picked = cells[np.random.default_rng(1).integers(0, len(cells), n_rows)]
+    return pd.Series([f"{cell}"[:5] if isinstance(cell, str) else cell for cell in picked])
+
+
+def column_row(text: str, name: str) -> list[str]:
+    return next(line.split() for line in text.splitlines() if line.startswith(f"{name} "))
+
+
+def test_python_object_columns_are_counted_as_pandas_counts_them() -> None:
+    small = pd.DataFrame({"o": python_cells(9_000), "s": python_cells(9_000).astype("string")})
+    text = inspect_variable({"small": small}, "small")
+    for name in ("o", "s"):
+        counts = small[name].value_counts(dropna=True)
+        nulls = int(small[name].isna().sum())
+        top, count = counts.index[0], counts.iloc[0]
+        assert column_row(text, name)[2:] == [
+            f"{nulls:,}", f"({nulls / len(small):.1%})", str(len(counts)), repr(top), f"({count:,})"
+        ]  # fmt: skip
+    series = inspect_variable({"o": small["o"]}, "o")
+    counts = small["o"].value_counts(dropna=True)
+    expected = ", ".join(f"{value!r} ({count:,})" for value, count in counts.items())
+    assert f"unique {len(counts)}; most frequent: {expected}" in series
+
+
+def test_python_object_nulls_are_estimated_from_the_sample_as_pandas_would() -> None:
+    big = pd.DataFrame({"o": python_cells(1_000_000), "x": np.arange(1_000_000.0)})
+    text = inspect_variable({"big": big}, "big")
+    assert "deterministic random sample of 10,000 of 1,000,000 rows" in text
+    positions = np.random.default_rng(0).choice(len(big), 10_000, replace=False)
+    share = big["o"].iloc[np.sort(positions)].isna().mean()
+    assert column_row(text, "o")[2] == f"~{share:.1%}"
+
+
+def test_frame_of_python_strings_takes_a_smaller_sample() -> None:
+    words = np.array(["north", "south", "east", "west", None], dtype=object)
+    rng = np.random.default_rng(2)
+    df = pd.DataFrame(
+        {f"w{i}": pd.Series(words[rng.integers(0, 5, 200_000)], dtype=object) for i in range(50)}
+    )
+    text = inspect_variable({"df": df}, "df")
+    assert "deterministic random sample of 2,000 of 200,000 rows" in text  # 3,000 for numbers
+    assert len(text) <= 8_000
+    assert all(column_row(text, f"w{i}")[1] == "object" for i in range(50))
+    assert all(column_row(text, f"w{i}")[3] == "4" for i in range(50))  # None is not a value
+
+
+def test_unhashable_python_cells_are_still_counted() -> None:
+    df = pd.DataFrame({"nested": [[1], [2], None] * 10, "maps": [{"k": 1}, None, 3] * 10})
+    text = inspect_variable({"df": df}, "df")
+    assert column_row(text, "nested")[2:] == ["10", "(33.3%)", "2", "[1]", "(10)"]
+    assert column_row(text, "maps")[4:] == ["2", "{'k':", "1}", "(10)"]
+
+
 def test_wide_frame_describes_a_bounded_number_of_columns() -> None:
     wide = pd.DataFrame(np.ones((3, 2_000)), columns=[f"c{i}" for i in range(2_000)])
     text = inspect_variable({"wide": wide}, "wide")

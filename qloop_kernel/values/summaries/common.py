@@ -25,6 +25,7 @@ from ...text import clip, marker
 
 SAMPLE_ROWS = 10_000  # rows behind the statistics of a big Series or narrow DataFrame
 SAMPLE_CELLS = 150_000  # a wide frame's sample has fewer rows (at least MIN_SAMPLE_ROWS)
+PYTHON_SAMPLE_CELLS = 60_000  # cells of Python objects in it (each hashed and compared)
 MIN_SAMPLE_ROWS = 2_000
 ARRAY_SAMPLE = 100_000  # elements behind the statistics of a big array
 SAMPLE_SEED = 0

@@ -2,12 +2,16 @@
 
 Big frames are summarised from a deterministic random sample of rows. Null counts are exact
 where they cost nothing (integer and Arrow-backed columns), exact by scanning while the frame is
-small enough, and estimated from the sample (marked ``~``) beyond that.
+small enough, and estimated from the sample (marked ``~``) beyond that. A sampled column of Python
+objects (object dtype, Python-backed strings) is read once: one count of its values gives its nulls,
+its distinct values and the most frequent ones.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
@@ -17,6 +21,7 @@ from .common import (
     HEAD_COLWIDTH,
     LISTED_COLUMNS,
     MIN_SAMPLE_ROWS,
+    PYTHON_SAMPLE_CELLS,
     SAMPLE_CELLS,
     SAMPLE_ROWS,
     SAMPLE_SEED,
@@ -40,6 +45,7 @@ from .reprs import bounded_repr
 
 # Relative cost per cell of an exact null count, by the kind of column.
 _FREE, _NUMERIC_SCAN, _CHEAP_SCAN, _PYTHON_SCAN, _OBJECT_SCAN = 0, 1, 1, 3, 40
+_TOP_VALUES = 10  # most frequent values kept per column (a Series shows 10, a frame's column 1)
 
 
 def is_dataframe(obj: object) -> bool:
@@ -108,9 +114,13 @@ def _plain_head(df: Any, positions: list[int], start: int, stop: int, exc: Excep
     return f"(pandas could not render the rows: {_failure(exc)})\n" + format_table(header, rows)
 
 
-def sample_size(columns: int) -> int:
-    """Rows in the sample of a frame with ``columns`` described columns (work ~ cells)."""
-    return max(MIN_SAMPLE_ROWS, min(SAMPLE_ROWS, SAMPLE_CELLS // max(columns, 1)))
+def sample_size(columns: int, python_columns: int = 0) -> int:
+    """Rows in the sample of a frame with ``columns`` described columns, ``python_columns`` of
+    them holding Python objects (work ~ cells, a Python object's cell costing more)."""
+    rows = min(SAMPLE_ROWS, SAMPLE_CELLS // max(columns, 1))
+    if python_columns:
+        rows = min(rows, PYTHON_SAMPLE_CELLS // python_columns)
+    return max(MIN_SAMPLE_ROWS, rows)
 
 
 def _sample_positions(length: int, size: int) -> Any:
@@ -190,17 +200,16 @@ def _null_count(column: Any) -> int:
     return int(column.isna().sum())
 
 
-def _estimated_nulls(sample_column: Any) -> str:
-    share = float(sample_column.isna().mean()) if len(sample_column) else 0.0
+def _estimated_nulls(share: float) -> str:
     return f"~{share:.1%}"
 
 
-def _null_texts(df: Any, sample: Any, listed: list[int]) -> tuple[list[str], bool]:
+def _null_texts(
+    df: Any, sample: _Sample, listed: list[int], dtypes: list[Any]
+) -> tuple[list[str], bool]:
     """Null count text per listed column, and whether any of them is estimated."""
-    n_rows = len(df)
-    dtypes = df.dtypes
-    costs = [_null_scan_cost(dtypes.iloc[position]) for position in listed]
-    exact = _exact_costs(costs, n_rows)
+    costs = [_null_scan_cost(dtype) for dtype in dtypes]
+    exact = _exact_costs(costs, len(df))
     texts = [
         _null_text(df, sample, position, i, cost in exact)
         for i, (position, cost) in enumerate(zip(listed, costs, strict=True))
@@ -208,13 +217,75 @@ def _null_texts(df: Any, sample: Any, listed: list[int]) -> tuple[list[str], boo
     return texts, any(cost not in exact for cost in costs)
 
 
-def _null_text(df: Any, sample: Any, position: int, i: int, exact: bool) -> str:
+def _null_text(df: Any, sample: _Sample, position: int, i: int, exact: bool) -> str:
     try:
         if exact:
             return count_with_share(_null_count(df.iloc[:, position]), len(df))
-        return _estimated_nulls(sample.iloc[:, i])
+        return _estimated_nulls(sample.null_share(i))
     except Exception:  # a dtype without a null test
         return "?"
+
+
+# ---------------------------------------------------------------------------------------------
+# Value counts
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Counts:
+    """A column's distinct non-null values: how many, and the most frequent with their counts."""
+
+    unique: int
+    top: list[tuple[Any, int]]  # most frequent first, at most _TOP_VALUES
+    nulls: int | None = None  # null cells, when counted in the same pass
+
+
+def _counted_in_python(dtype: Any) -> bool:
+    """Whether a column of ``dtype`` holds Python objects (object dtype, Python-backed strings)."""
+    np = loaded_module("numpy")
+    if isinstance(dtype, np.dtype):
+        return bool(dtype.kind == "O")
+    return getattr(dtype, "storage", None) == "python"
+
+
+def _pandas_counts(column: Any) -> _Counts | None:
+    """pandas' ``value_counts`` of a (sampled) column; None when its cells cannot be counted."""
+    try:
+        counts = column.value_counts(dropna=True)
+    except Exception:  # unhashable cells; Arrow types no counting kernel takes
+        return None
+    return _Counts(len(counts), list(islice(counts.items(), _TOP_VALUES)))
+
+
+def _python_counts(values: Any) -> _Counts | None:
+    """One pass over an array of Python objects: its values counted (first seen first among
+    equal counts, as pandas' ``value_counts``), its nulls taken out of the count; None when a
+    cell cannot be hashed."""
+    try:
+        counts = Counter(values.tolist())
+    except TypeError:  # unhashable cells (lists, dicts): pandas counts those its own way
+        return None
+    missing = [value for value in counts if type(value) is not str and _is_null(value)]
+    nulls = sum(counts.pop(value) for value in missing)
+    return _Counts(len(counts), counts.most_common(_TOP_VALUES), nulls)
+
+
+def _is_null(value: object) -> bool:
+    """What ``pandas.isna`` says of one cell: None, NA, NaT and every kind of NaN."""
+    if value is None or value is loaded_module("pandas").NA:
+        return True
+    try:
+        return bool(value != value)  # NaN (float, numpy, Decimal) and NaT differ from themselves
+    except Exception:  # a comparison that does not give a truth value
+        return False
+
+
+def _top_values(counts: _Counts | None, n: int) -> str:
+    if counts is None:
+        return "not counted (nested or unhashable values)"
+    if not counts.top:
+        return "-"
+    return ", ".join(f"{bounded_repr(value, 40)} ({count:,})" for value, count in counts.top[:n])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -222,12 +293,87 @@ def _null_text(df: Any, sample: Any, position: int, i: int, exact: bool) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+class _Sample:
+    """The sampled rows of the described columns, each column's values counted at most once.
+
+    Columns of numbers, dates and other typed values are taken as one frame. A column of Python
+    objects is taken alone when its values are counted, so each of its cells (a pointer to an
+    object anywhere in memory) is read while it is still in the cache.
+    """
+
+    def __init__(self, df: Any, listed: list[int], rows: Any) -> None:
+        self._df = df
+        self._positions = listed
+        self._rows = slice(None) if rows is None else rows
+        self.length = len(df) if rows is None else len(rows)
+        dtypes = df.dtypes
+        self.dtypes = [dtypes.iloc[position] for position in listed]
+        typed = [i for i, dtype in enumerate(self.dtypes) if not _counted_in_python(dtype)]
+        self._in_frame = {i: k for k, i in enumerate(typed)}
+        self._frame = df.iloc[self._rows, [listed[i] for i in typed]]
+        self._counts: dict[int, _Counts | None] = {}
+        self._typed_null_shares: list[float] | None = None
+
+    def frame(self, members: list[int]) -> Any:
+        """The sampled typed columns ``members`` as one frame."""
+        return self._frame.iloc[:, [self._in_frame[i] for i in members]]
+
+    def column(self, i: int) -> Any:
+        if i in self._in_frame:
+            return self._frame.iloc[:, self._in_frame[i]]
+        return self._df.iloc[self._rows, self._positions[i]]
+
+    def name(self, i: int) -> str:
+        return cut(str(self._df.columns[self._positions[i]]), 30)
+
+    def counts(self, i: int) -> _Counts | None:
+        if i not in self._counts:
+            counted = None
+            if i not in self._in_frame:
+                counted = _python_counts(self._python_values(i))
+            self._counts[i] = counted or _pandas_counts(self.column(i))
+        return self._counts[i]
+
+    def _python_values(self, i: int) -> Any:
+        """Column ``i``'s sampled cells as an array of Python objects."""
+        np = loaded_module("numpy")
+        column = self._df.iloc[:, self._positions[i]]
+        if isinstance(column.dtype, np.dtype):  # object dtype: a view of the frame's values
+            return column.to_numpy()[self._rows]
+        return self.column(i).to_numpy(dtype=object)
+
+    def null_share(self, i: int) -> float:
+        """The share of null cells in column ``i`` of the sample."""
+        if not self.length:
+            return 0.0
+        if i in self._in_frame:
+            shares = self._null_shares()
+            if shares:
+                return shares[self._in_frame[i]]
+        else:
+            counts = self.counts(i)
+            if counts is not None and counts.nulls is not None:
+                return counts.nulls / self.length
+        return float(self.column(i).isna().mean())
+
+    def _null_shares(self) -> list[float]:
+        """The null share of every typed column from one ``isna`` of the frame (block-wise);
+        empty when that fails (then each column is tested on its own)."""
+        if self._typed_null_shares is None:
+            try:
+                self._typed_null_shares = [float(share) for share in self._frame.isna().mean()]
+            except Exception:  # a dtype without a null test
+                self._typed_null_shares = []
+        return self._typed_null_shares
+
+
 def _columns_section(df: Any, listed: list[int]) -> str:
     n_rows = len(df)
-    size = sample_size(len(listed))
-    sample_rows = _sample_positions(n_rows, size)
-    sample = df.iloc[slice(None) if sample_rows is None else sample_rows, listed]
-    nulls, estimated = _null_texts(df, sample, listed)
+    dtypes = df.dtypes
+    python_columns = sum(_counted_in_python(dtypes.iloc[position]) for position in listed)
+    size = sample_size(len(listed), python_columns)
+    sample = _Sample(df, listed, _sample_positions(n_rows, size))
+    nulls, estimated = _null_texts(df, sample, listed, sample.dtypes)
     parts = [
         f"Columns ({len(listed)} of {df.shape[1]:,} described; statistics "
         f"{_sample_note(n_rows, size, 'rows')}):"
@@ -252,12 +398,10 @@ def _failure(exc: Exception) -> str:
     return cut(f"{type(exc).__name__}: {exc}", 120)
 
 
-def _group_table(
-    render: Callable[[Any, list[int], list[str]], str],
-    sample: Any,
-    members: list[int],
-    nulls: list[str],
-) -> str:
+_Render = Callable[[_Sample, list[int], list[str]], str]
+
+
+def _group_table(render: _Render, sample: _Sample, members: list[int], nulls: list[str]) -> str:
     """One group's table; when a column fails it, each column on its own (the failing one said)."""
     try:
         return render(sample, members, nulls)
@@ -265,26 +409,23 @@ def _group_table(
         return "\n".join(_column_alone(render, sample, i, nulls) for i in members)
 
 
-def _column_alone(
-    render: Callable[[Any, list[int], list[str]], str], sample: Any, i: int, nulls: list[str]
-) -> str:
+def _column_alone(render: _Render, sample: _Sample, i: int, nulls: list[str]) -> str:
     try:
         return render(sample, [i], nulls)
     except Exception as exc:
-        dtype = cut(str(sample.dtypes.iloc[i]), 30)
-        return f"{_cell_name(sample, i)} ({dtype}): statistics not computed ({_failure(exc)})"
+        dtype = cut(str(sample.dtypes[i]), 30)
+        return f"{sample.name(i)} ({dtype}): statistics not computed ({_failure(exc)})"
 
 
-def _cell_name(sample: Any, i: int) -> str:
-    return cut(str(sample.columns[i]), 30)
+def _cell_name(frame: Any, i: int) -> str:
+    return cut(str(frame.columns[i]), 30)
 
 
-def _numeric_table(sample: Any, members: list[int], nulls: list[str]) -> str:
-    stats = _numeric_stats(sample.iloc[:, members])
+def _numeric_table(sample: _Sample, members: list[int], nulls: list[str]) -> str:
+    stats = _numeric_stats(sample.frame(members))
     header = ["column", "dtype", "nulls", "mean", "std", "min", "25%", "50%", "75%", "max"]
     rows = [
-        [_cell_name(sample, i), str(sample.dtypes.iloc[i]), nulls[i], *stats[k]]
-        for k, i in enumerate(members)
+        [sample.name(i), str(sample.dtypes[i]), nulls[i], *stats[k]] for k, i in enumerate(members)
     ]
     return f"Numeric ({len(members)}):\n{format_table(header, rows)}"
 
@@ -306,15 +447,15 @@ def _numeric_stats(frame: Any) -> list[list[str]]:
     return [[format_number(stat.iloc[i]) for stat in columns] for i in range(frame.shape[1])]
 
 
-def _datetime_table(sample: Any, members: list[int], nulls: list[str]) -> str:
+def _datetime_table(sample: _Sample, members: list[int], nulls: list[str]) -> str:
     header = ["column", "dtype", "nulls", "min", "max"]
     rows = []
     for i in members:
-        column = sample.iloc[:, i]
+        column = sample.column(i)
         rows.append(
             [
-                _cell_name(sample, i),
-                str(column.dtype),
+                sample.name(i),
+                str(sample.dtypes[i]),
                 nulls[i],
                 format_number(column.min()),
                 format_number(column.max()),
@@ -323,16 +464,16 @@ def _datetime_table(sample: Any, members: list[int], nulls: list[str]) -> str:
     return f"Datetime ({len(members)}):\n{format_table(header, rows)}"
 
 
-def _other_table(sample: Any, members: list[int], nulls: list[str]) -> str:
+def _other_table(sample: _Sample, members: list[int], nulls: list[str]) -> str:
     header = ["column", "dtype", "nulls", "unique", "most frequent (count)"]
     rows = []
     for i in members:
-        counts = _value_counts(sample.iloc[:, i])
-        unique = "-" if counts is None else f"{len(counts):,}"
+        counts = sample.counts(i)
+        unique = "-" if counts is None else f"{counts.unique:,}"
         rows.append(
             [
-                _cell_name(sample, i),
-                cut(str(sample.dtypes.iloc[i]), 30),
+                sample.name(i),
+                cut(str(sample.dtypes[i]), 30),
                 nulls[i],
                 unique,
                 _top_values(counts, 1),
@@ -341,28 +482,11 @@ def _other_table(sample: Any, members: list[int], nulls: list[str]) -> str:
     return f"Other ({len(members)}):\n{format_table(header, rows)}"
 
 
-_GROUP_TABLES: dict[str, Callable[[Any, list[int], list[str]], str]] = {
+_GROUP_TABLES: dict[str, _Render] = {
     "numeric": _numeric_table,
     "datetime": _datetime_table,
     "other": _other_table,
 }
-
-
-def _value_counts(column: Any) -> Any:
-    try:
-        return column.value_counts(dropna=True)
-    except Exception:  # unhashable cells (lists, dicts); Arrow types no counting kernel takes
-        return None
-
-
-def _top_values(counts: Any, n: int) -> str:
-    if counts is None:
-        return "not counted (nested or unhashable values)"
-    if not len(counts):
-        return "-"
-    return ", ".join(
-        f"{bounded_repr(value, 40)} ({count:,})" for value, count in islice(counts.items(), n)
-    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -396,11 +520,12 @@ def _guarded(lines: Callable[[], list[str]], what: str) -> list[str]:
 def _series_statistics(series: Any) -> list[str]:
     positions = _sample_positions(len(series), SAMPLE_ROWS)
     sample = series if positions is None else series.iloc[positions]
+    counted = _Sample(series.to_frame(), [0], positions)
     cost = _null_scan_cost(series.dtype)
-    exact = cost in _exact_costs([cost], len(series))
-    nulls = (
-        count_with_share(_null_count(series), len(series)) if exact else _estimated_nulls(sample)
-    )
+    if cost in _exact_costs([cost], len(series)):
+        nulls = count_with_share(_null_count(series), len(series))
+    else:
+        nulls = _estimated_nulls(counted.null_share(0))
     lines = [f"Nulls: {nulls}", f"Statistics {_sample_note(len(series), SAMPLE_ROWS, 'values')}:"]
     kind = _column_kind(series.dtype)
     if kind == "numeric":
@@ -410,8 +535,8 @@ def _series_statistics(series: Any) -> list[str]:
     elif kind == "datetime":
         lines.append(f"  min {format_number(sample.min())}, max {format_number(sample.max())}")
     else:
-        counts = _value_counts(sample)
-        unique = "-" if counts is None else f"{len(counts):,}"
+        counts = counted.counts(0)
+        unique = "-" if counts is None else f"{counts.unique:,}"
         lines.append(f"  unique {unique}; most frequent: {_top_values(counts, 10)}")
     return lines
 
