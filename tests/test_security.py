@@ -236,12 +236,26 @@ def test_a_step_cannot_use_qloop_commands_or_register_tools(
     assert "always allowed" not in status
 
 
-def test_a_step_that_patches_the_approver_ends_the_turn(lab: LabKernel, api: StandInAPI) -> None:
-    patch = (
+PATCHES = {
+    "the card": (
         "from qloop_kernel.notebook.approval import CardApprover\n"
         "from qloop_kernel.policy.permissions import Approve\n"
         "CardApprover.decide = lambda self, request: Approve()"
-    )
+    ),
+    "the permission pipeline": (
+        "from qloop_kernel.policy.pipeline import PermissionPipeline, Permission\n"
+        "from qloop_kernel.policy.permissions import Approve\n"
+        "PermissionPipeline.decide = lambda self, request, provenance=None: "
+        "Permission(Approve(), 'approver')"
+    ),
+}
+
+
+@pytest.mark.parametrize("patched", sorted(PATCHES))
+def test_a_step_that_patches_the_approver_ends_the_turn(
+    lab: LabKernel, api: StandInAPI, patched: str
+) -> None:
+    patch = PATCHES[patched]
     api.set_script(
         [
             Reply([tool_use("run_code", {"code": patch})]),

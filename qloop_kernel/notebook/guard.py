@@ -59,6 +59,7 @@ class StepGuard:
         self.agent.base_settings = self._base
 
     def _remember(self, runtime: ToolRuntime) -> None:
+        from ..policy import pipeline
         from ..policy.grants import Grants
         from ..policy.permissions import ApprovalPolicy, AutoApprover, PolicyDenier
         from .approval import ApprovalCard, CardApprover
@@ -66,15 +67,19 @@ class StepGuard:
         owners = [(CardApprover, "decide"), (ApprovalCard, "wait"), (ApprovalCard, "_decide"),
                   (AutoApprover, "decide"), (PolicyDenier, "decide"), (type(runtime), "run"),
                   (type(runtime), "_execute"), (type(runtime), "_permit"),
-                  (type(runtime.approver), "decide"), (ApprovalPolicy, "verdict"),
-                  (Grants, "covering")]  # fmt: skip
+                  (type(runtime), "pipeline"), (type(runtime.approver), "decide"),
+                  (ApprovalPolicy, "verdict"), (Grants, "covering"),
+                  (pipeline.PermissionPipeline, "decide"), (pipeline.PermissionPipeline, "verdict"),
+                  (pipeline.PermissionPipeline, "covering")]  # fmt: skip
         self._originals = [(o, n, o.__dict__[n]) for o, n in owners if n in o.__dict__]
+        self._originals.append((pipeline, "combined_verdict", pipeline.combined_verdict))
         self._grants = runtime.grants.snapshot()
         self._policy = runtime.policy
         self._settings = self.agent.manager.settings
         self._base = self.agent.base_settings
 
     def _state(self, runtime: ToolRuntime) -> dict[str, Any]:
+        from ..policy import pipeline
         from ..policy.grants import Grants
         from ..policy.permissions import (
             ApprovalPolicy,
@@ -98,6 +103,12 @@ class StepGuard:
                 PolicyDenier.decide,
                 ApprovalPolicy.verdict,
             ),
+            "the permission pipeline": (
+                pipeline.PermissionPipeline.decide,
+                pipeline.PermissionPipeline.verdict,
+                pipeline.PermissionPipeline.covering,
+                pipeline.combined_verdict,
+            ),
             "the policy": runtime.policy,
             "the grants": (
                 id(runtime.grants),
@@ -115,6 +126,7 @@ class StepGuard:
                 type(runtime).run,
                 type(runtime)._execute,
                 type(runtime)._permit,
+                type(runtime).pipeline,
                 runtime.guard is self,
             ),
         }
