@@ -57,6 +57,11 @@ export default defineConfig([
     }
   },
   {
+    // Generated from the kernel's JSON Schemas: the types keep the Python names.
+    files: ['src/generated/**/*.ts'],
+    rules: { '@typescript-eslint/naming-convention': 'off' }
+  },
+  {
     // Test data stands for records and outputs, not for words the UI shows.
     files: ['test/**/*.ts'],
     rules: { 'jupyter/no-untranslated-string': 'off' }

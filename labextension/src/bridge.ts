@@ -11,6 +11,7 @@ import { Kernel, KernelMessage } from '@jupyterlab/services';
 import { nullTranslator } from '@jupyterlab/translation';
 import { JSONObject } from '@lumino/coreutils';
 
+import type { Attached } from './generated/protocol';
 import { grantsNotice } from './grants';
 import { TRANSLATION_DOMAIN } from './labels';
 import { trackLiveClient } from './live';
@@ -18,6 +19,7 @@ import { ICellJSON } from './notebookview';
 import {
   PROPOSAL_KEY,
   GRANTS_KEY,
+  Hello,
   IAck,
   ICellLookup,
   INotebookMetadata,
@@ -31,7 +33,7 @@ import { COMM_TARGET, TRANSCRIPT_MIME, isJSONObject } from './record';
 import { EXTENSION_VERSION } from './version';
 import { reattach, registerWaiting } from './waiting';
 
-const HELLO: JSONObject = {
+const HELLO: Hello = {
   frontend: 'jupyterlab',
   version: EXTENSION_VERSION
 };
@@ -368,7 +370,7 @@ function register(
             serve(kernel, comm, cells, true);
             // The kernel sends again what waits for a page's answer (a proposal).
             try {
-              comm.send({ op: 'attached' });
+              comm.send({ op: 'attached' } satisfies Attached);
             } catch (reason) {
               console.debug('qloop: the comm closed meanwhile', reason);
             }

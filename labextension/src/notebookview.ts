@@ -11,6 +11,11 @@
  * This module imports nothing at run time, so the benchmark loads it under
  * plain node.
  */
+import type {
+  CellView,
+  OutputView,
+  ReadNotebookAnswer
+} from './generated/protocol';
 
 /** Characters of a cell's source put in the answer. */
 export const SOURCE_CHARS = 3000;
@@ -35,38 +40,8 @@ export interface ICellJSON {
   readonly outputs?: readonly unknown[];
 }
 
-/** One output in the answer. */
-export type OutputView =
-  | { output_type: 'stream'; name: string; text: string; chars: number }
-  | { output_type: 'error'; ename: string; evalue: string }
-  | {
-      output_type: 'execute_result' | 'display_data';
-      text: string;
-      chars: number;
-      mime: string[];
-    }
-  | { output_type: string };
-
-/** One cell in the answer. */
-export interface ICellView {
-  id: string;
-  cell_type: string;
-  execution_count: number | null;
-  agent: boolean;
-  source: string;
-  source_chars: number;
-  outputs?: OutputView[];
-  more_outputs?: number;
-  omitted?: true;
-}
-
 /** The answer of `read_notebook`, without the ack's own fields. */
-export interface INotebookView {
-  notebook_path: string;
-  total_cells: number;
-  cells: ICellView[];
-  missing: string[];
-}
+export type NotebookView = Omit<ReadNotebookAnswer, 'op' | 'request_id' | 'ok'>;
 
 /** A text cut to a length, and the length of the whole text. */
 interface ICutText {
@@ -171,8 +146,8 @@ function cellHeader(cell: ICellJSON) {
 }
 
 /** A cell whose content did not fit the budget: sizes only. */
-function omittedCell(cell: ICellJSON, outputs: boolean): ICellView {
-  const view: ICellView = {
+function omittedCell(cell: ICellJSON, outputs: boolean): CellView {
+  const view: CellView = {
     ...cellHeader(cell),
     source: '',
     source_chars: multilineLength(cell.source)
@@ -186,9 +161,9 @@ function omittedCell(cell: ICellJSON, outputs: boolean): ICellView {
 }
 
 /** A cell with its content, and the characters it adds to the budget. */
-function fullCell(cell: ICellJSON, outputs: boolean): [ICellView, number] {
+function fullCell(cell: ICellJSON, outputs: boolean): [CellView, number] {
   const { text, chars } = cutText(cell.source, SOURCE_CHARS);
-  const view: ICellView = {
+  const view: CellView = {
     ...cellHeader(cell),
     source: text,
     source_chars: chars
@@ -218,10 +193,10 @@ export function notebookView(
   cells: readonly ICellJSON[],
   cellIds: readonly string[] | null,
   outputs: boolean
-): INotebookView {
+): NotebookView {
   const asked = cellIds === null ? null : new Set(cellIds);
   const found = new Set<string>();
-  const views: ICellView[] = [];
+  const views: CellView[] = [];
   let used = 0;
   let spent = false;
   for (const cell of cells) {

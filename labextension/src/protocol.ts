@@ -16,9 +16,22 @@
  * a proposal the kernel sends already accepted, `accepted: true`, by its
  * approval policy or a grant); the others are answered at once. A proposal withdrawn because its comm or notebook closed
  * gets no ack: the kernel takes the closed comm as a rejection.
+ *
+ * The requests and their answers are the types generated from the protocol's
+ * schema (generated/protocol.ts): the page answers every operation there, and
+ * reads and answers only the fields there.
  */
 import { JSONObject } from '@lumino/coreutils';
 
+import type {
+  Answers,
+  Done,
+  HelloAnswer,
+  KernelRequest,
+  ProposeRequest,
+  Refusal,
+  SetNotebookMetadataRequest
+} from './generated/protocol';
 import { ICellJSON, notebookView } from './notebookview';
 import {
   DELETED_REASON,
@@ -27,7 +40,7 @@ import {
   ProposalBoard,
   ProposalCellType
 } from './proposals';
-import { METADATA_KEY, isJSONObject } from './record';
+import { METADATA_KEY, Untrusted, isJSONObject } from './record';
 
 /** The metadata operation the bridge needs from a cell model. */
 export interface ICellMetadata {
@@ -108,13 +121,25 @@ export interface IAck extends JSONObject {
   ok: boolean;
 }
 
+/** What the page says of itself in every `hello` answer. */
+export type Hello = Pick<HelloAnswer, 'frontend' | 'version'>;
+
+/** An operation the kernel asks for. */
+type Op = KernelRequest['op'];
+
+/** A request of operation `O` as it arrives. */
+type RequestOf<O extends Op> = Untrusted<Extract<KernelRequest, { op: O }>>;
+
+/** The fields the answer of operation `O` adds to the ack. */
+type AnswerOf<O extends Op> = Omit<Answers[O], 'op' | 'request_id' | 'ok'>;
+
 /** What a request answers: an ack now, or later (null: no ack, the comm or notebook closed). */
 export type Answer = IAck | Promise<IAck | null>;
 
 /** Metadata keys a kernel may write. */
 export const WRITABLE_KEYS: readonly string[] = [METADATA_KEY];
 /** The notebook-level key of the saved approval grants (signed by the kernel). */
-export const GRANTS_KEY = 'qloop_grants';
+export const GRANTS_KEY: SetNotebookMetadataRequest['key'] = 'qloop_grants';
 /** Notebook-level metadata keys a kernel may write. */
 export const NOTEBOOK_WRITABLE_KEYS: readonly string[] = [GRANTS_KEY];
 /** Cell metadata of a proposed new cell while it waits: `{id, kind, agent_cell}`. */
@@ -126,28 +151,38 @@ type RequestId = IAck['request_id'];
 
 class RequestError extends Error {}
 
-function ack(requestId: RequestId, extra: JSONObject = {}): IAck {
-  return { op: 'ack', request_id: requestId, ok: true, ...extra };
+function ack(requestId: RequestId, answer: AnswerOf<Op>): IAck {
+  const done = { op: 'ack', request_id: requestId, ok: true } satisfies Done;
+  return { ...done, ...answer };
 }
 
 function refusal(requestId: RequestId, error: string): IAck {
-  return { op: 'ack', request_id: requestId, ok: false, error };
+  return {
+    op: 'ack',
+    request_id: requestId,
+    ok: false,
+    error
+  } satisfies Refusal;
 }
 
-function requestIdOf(data: JSONObject): RequestId {
+function requestIdOf(data: RequestOf<Op>): RequestId {
   const id = data['request_id'];
   return typeof id === 'string' || typeof id === 'number' ? id : null;
 }
 
-function requireString(data: JSONObject, field: string): string {
-  const value = data[field];
+/** A field of a request, which must be a non-empty string. */
+function requireString<R extends object>(
+  data: R,
+  field: keyof R & string
+): string {
+  const value = (data as JSONObject)[field];
   if (typeof value !== 'string' || value.length === 0) {
     throw new RequestError(`'${field}' must be a non-empty string`);
   }
   return value;
 }
 
-function requireWritableKey(data: JSONObject): string {
+function requireWritableKey(data: RequestOf<'set_metadata'>): string {
   const key = requireString(data, 'key');
   if (!WRITABLE_KEYS.includes(key)) {
     throw new RequestError(
@@ -157,7 +192,10 @@ function requireWritableKey(data: JSONObject): string {
   return key;
 }
 
-function requireCell(data: JSONObject, cells: ICellLookup): ICellMetadata {
+function requireCell(
+  data: { readonly cell_id?: unknown },
+  cells: ICellLookup
+): ICellMetadata {
   const cellId = requireString(data, 'cell_id');
   const cell = cells.findCell(cellId);
   if (!cell) {
@@ -166,7 +204,10 @@ function requireCell(data: JSONObject, cells: ICellLookup): ICellMetadata {
   return cell;
 }
 
-function setMetadata(data: JSONObject, cells: ICellLookup): JSONObject {
+function setMetadata(
+  data: RequestOf<'set_metadata'>,
+  cells: ICellLookup
+): AnswerOf<'set_metadata'> {
   const key = requireWritableKey(data);
   const value = data['value'];
   if (!isJSONObject(value)) {
@@ -181,7 +222,9 @@ function setMetadata(data: JSONObject, cells: ICellLookup): JSONObject {
 }
 
 /** The notebook's path and saved grants, for `hello` (nothing without a notebook). */
-function notebookHello(cells: ICellLookup): JSONObject {
+function notebookHello(
+  cells: ICellLookup
+): Pick<AnswerOf<'hello'>, 'notebook_path' | 'notebook_grants'> {
   const notebook = cells.notebook?.();
   if (!notebook) {
     return {};
@@ -193,7 +236,10 @@ function notebookHello(cells: ICellLookup): JSONObject {
   };
 }
 
-function setNotebookMetadata(data: JSONObject, cells: ICellLookup): JSONObject {
+function setNotebookMetadata(
+  data: RequestOf<'set_notebook_metadata'>,
+  cells: ICellLookup
+): AnswerOf<'set_notebook_metadata'> {
   const key = requireString(data, 'key');
   if (!NOTEBOOK_WRITABLE_KEYS.includes(key)) {
     throw new RequestError(
@@ -216,7 +262,7 @@ function setNotebookMetadata(data: JSONObject, cells: ICellLookup): JSONObject {
 }
 
 /** The `cell_ids` of a request: null (absent or null) means every cell. */
-function requireCellIds(data: JSONObject): string[] | null {
+function requireCellIds(data: RequestOf<'read_notebook'>): string[] | null {
   const value = data['cell_ids'];
   if (value === undefined || value === null) {
     return null;
@@ -232,7 +278,10 @@ function requireCellIds(data: JSONObject): string[] | null {
   return value as string[];
 }
 
-function readNotebook(data: JSONObject, cells: ICellLookup): JSONObject {
+function readNotebook(
+  data: RequestOf<'read_notebook'>,
+  cells: ICellLookup
+): AnswerOf<'read_notebook'> {
   const cellIds = requireCellIds(data);
   const outputs = data['outputs'] ?? true;
   if (typeof outputs !== 'boolean') {
@@ -248,14 +297,16 @@ function readNotebook(data: JSONObject, cells: ICellLookup): JSONObject {
     throw new RequestError('no notebook to read');
   }
   const path = cells.notebook?.()?.path ?? '';
-  // The view holds only strings, numbers, booleans, arrays and plain objects.
-  return notebookView(path, all, cellIds, outputs) as unknown as JSONObject;
+  return notebookView(path, all, cellIds, outputs);
 }
+
+/** A proposal as it arrives: an addition or an edit. */
+type ProposalFields = Untrusted<ProposeRequest['proposal']>;
 
 /** A field of the `proposal` object, or the refusal naming it. */
 function proposalString(
-  proposal: JSONObject,
-  field: string,
+  proposal: ProposalFields,
+  field: keyof ProposalFields,
   allowEmpty = false
 ): string {
   const value = proposal[field];
@@ -266,7 +317,7 @@ function proposalString(
   return value;
 }
 
-function proposalReasons(proposal: JSONObject): string[] {
+function proposalReasons(proposal: ProposalFields): string[] {
   const value = proposal['reasons'] ?? [];
   if (!Array.isArray(value) || !value.every(line => typeof line === 'string')) {
     throw new RequestError("'proposal.reasons' must be an array of strings");
@@ -276,8 +327,8 @@ function proposalReasons(proposal: JSONObject): string[] {
 
 /** A cell named by a field of the proposal, which must be a cell of this notebook. */
 function proposalCell(
-  proposal: JSONObject,
-  field: string,
+  proposal: ProposalFields,
+  field: keyof ProposalFields,
   cells: ICellLookup
 ): string {
   const cellId = proposalString(proposal, field);
@@ -300,13 +351,17 @@ interface IProposeRequest {
 }
 
 /** Check a `propose` request; throws the refusal of a malformed one. */
-function parsePropose(data: JSONObject, cells: ICellLookup): IProposeRequest {
+function parsePropose(
+  data: RequestOf<'propose'>,
+  cells: ICellLookup
+): IProposeRequest {
   const agentCell = requireString(data, 'cell_id');
   requireCell(data, cells);
-  const proposal = data['proposal'];
-  if (!isJSONObject(proposal)) {
+  const value = data['proposal'];
+  if (!isJSONObject(value)) {
     throw new RequestError("'proposal' must be a JSON object");
   }
+  const proposal: ProposalFields = value;
   const id = proposalString(proposal, 'id');
   const kind = proposal['kind'];
   if (kind !== 'add' && kind !== 'edit') {
@@ -374,7 +429,7 @@ function accept(
   notebook: IProposalNotebook,
   proposal: IProposal,
   provenance: JSONObject
-): JSONObject {
+): AnswerOf<'propose'> {
   const cell = notebook.cell(proposal.cellId);
   if (!cell) {
     return {
@@ -385,14 +440,17 @@ function accept(
     };
   }
   // What an accepted edit replaced, for Undo to put back.
-  const before: JSONObject = {};
+  const before: Pick<
+    AnswerOf<'propose'>,
+    'previous' | 'previous_provenance'
+  > = {};
   if (proposal.kind === 'add') {
     cell.deleteMetadata(PROPOSAL_KEY);
   } else {
     cell.deleteMetadata(PROPOSAL_KEY);
     const earlier = cell.getMetadata(PROVENANCE_KEY);
-    before['previous'] = cell.getSource();
-    before['previous_provenance'] = isJSONObject(earlier) ? earlier : null;
+    before.previous = cell.getSource();
+    before.previous_provenance = isJSONObject(earlier) ? earlier : null;
     cell.setSource(proposal.source);
   }
   cell.setMetadata(PROVENANCE_KEY, provenance);
@@ -411,7 +469,10 @@ function accept(
  * before. Refused when the cell's source is no longer the accepted one: the
  * user's later work is never undone.
  */
-function revertCell(data: JSONObject, cells: ICellLookup): JSONObject {
+function revertCell(
+  data: RequestOf<'revert_cell'>,
+  cells: ICellLookup
+): AnswerOf<'revert_cell'> {
   requireCell(data, cells);
   const notebook = cells.proposals?.();
   if (!notebook) {
@@ -467,7 +528,7 @@ function applyDecision(
   provenance: JSONObject,
   decision: IDecision | null,
   follows = false
-): JSONObject | null {
+): AnswerOf<'propose'> | null {
   if (decision?.decision === 'elsewhere' || (decision === null && follows)) {
     return null;
   }
@@ -497,11 +558,11 @@ function applyDecision(
  * A proposal accepted already is applied and answered at once.
  */
 function propose(
-  data: JSONObject,
+  data: RequestOf<'propose'>,
   cells: ICellLookup,
   signal?: AbortSignal,
   follows = false
-): JSONObject | Promise<JSONObject | null> {
+): AnswerOf<'propose'> | Promise<AnswerOf<'propose'> | null> {
   const request = parsePropose(data, cells);
   const notebook = cells.proposals?.();
   if (!notebook) {
@@ -561,7 +622,10 @@ function afterOf(
  * Withdraw a waiting proposal the kernel no longer asks about (its turn
  * ended first): a new cell goes, an edited cell stays as it was.
  */
-function withdraw(data: JSONObject, cells: ICellLookup): JSONObject {
+function withdraw(
+  data: RequestOf<'withdraw'>,
+  cells: ICellLookup
+): AnswerOf<'withdraw'> {
   requireCell(data, cells);
   const id = requireString(data, 'proposal');
   cells.proposals?.()?.board.withdraw(id);
@@ -643,7 +707,7 @@ async function follow(
   notebook: IProposalNotebook,
   request: IProposeRequest,
   signal?: AbortSignal
-): Promise<JSONObject | null> {
+): Promise<AnswerOf<'propose'> | null> {
   let proposal = request.proposal;
   const { id } = proposal;
   if (request.accepted) {
@@ -670,10 +734,7 @@ async function follow(
 }
 
 /** The cell named by `target`, which must be a cell this lookup can run. */
-function runnableTarget(data: JSONObject, cells: ICellLookup): IRunnableCell {
-  // Only the notebook holding the running agent cell answers.
-  requireCell(data, cells);
-  const target = requireString(data, 'target');
+function runnableTarget(target: string, cells: ICellLookup): IRunnableCell {
   const cell = cells.runnableCell?.(target);
   if (!cell) {
     throw new RequestError(`no cell with id ${target}`);
@@ -681,15 +742,24 @@ function runnableTarget(data: JSONObject, cells: ICellLookup): IRunnableCell {
   return cell;
 }
 
-function cellSource(data: JSONObject, cells: ICellLookup): JSONObject {
-  const cell = runnableTarget(data, cells);
+function cellSource(
+  data: RequestOf<'cell_source'>,
+  cells: ICellLookup
+): AnswerOf<'cell_source'> {
+  // Only the notebook holding the running agent cell answers.
+  requireCell(data, cells);
+  const cell = runnableTarget(requireString(data, 'target'), cells);
   return { cell_type: cell.cellType, source: cell.getSource() };
 }
 
 const OUTPUT_TYPES = ['stream', 'display_data', 'execute_result', 'error'];
 
-function setOutputs(data: JSONObject, cells: ICellLookup): JSONObject {
-  const cell = runnableTarget(data, cells);
+function setOutputs(
+  data: RequestOf<'set_outputs'>,
+  cells: ICellLookup
+): AnswerOf<'set_outputs'> {
+  requireCell(data, cells);
+  const cell = runnableTarget(requireString(data, 'target'), cells);
   if (cell.cellType !== 'code') {
     throw new RequestError(`cell ${String(data['target'])} is not a code cell`);
   }
@@ -723,15 +793,17 @@ function setOutputs(data: JSONObject, cells: ICellLookup): JSONObject {
   return {};
 }
 
-type Operation = (
-  data: JSONObject,
+/** Answers a request of operation `O`: now, or later (null: no answer). */
+type Operation<O extends Op> = (
+  data: RequestOf<O>,
   cells: ICellLookup,
-  hello: JSONObject,
+  hello: Hello,
   signal?: AbortSignal,
   follows?: boolean
-) => JSONObject | Promise<JSONObject | null>;
+) => AnswerOf<O> | Promise<AnswerOf<O> | null>;
 
-const OPERATIONS: Record<string, Operation> = {
+/** Every operation of the protocol's schema, each with its answer. */
+const OPERATIONS: { [O in Op]: Operation<O> } = {
   hello: (data, cells, hello) => ({
     ...hello,
     operations: Object.keys(OPERATIONS),
@@ -767,7 +839,7 @@ function errorMessage(error: unknown): string {
 export function handleRequest(
   data: unknown,
   cells: ICellLookup,
-  hello: JSONObject,
+  hello: Hello,
   signal?: AbortSignal,
   follows = false
 ): Answer {
@@ -783,7 +855,9 @@ export function handleRequest(
     return refusal(requestId, `unknown op ${JSON.stringify(op ?? null)}`);
   }
   try {
-    const answer = OPERATIONS[op](data, cells, hello, signal, follows);
+    // Each operation reads its own request's fields, each checked as it is read.
+    const operation = OPERATIONS[op as Op] as Operation<Op>;
+    const answer = operation(data, cells, hello, signal, follows);
     if (answer instanceof Promise) {
       return answer.then(
         extra => (extra === null ? null : ack(requestId, extra)),

@@ -3,12 +3,38 @@
  *
  * A record arrives from a kernel or from a notebook file: every field may be
  * missing or of the wrong type, so nothing here trusts the shape of the input.
+ * The fields read are those of the record's schema (generated/record.ts).
  */
 import { TranslationBundle, nullTranslator } from '@jupyterlab/translation';
 import { JSONObject } from '@lumino/coreutils';
 
+import type { SetMetadataRequest } from './generated/protocol';
+import type {
+  AttachmentRecord,
+  CellRecord,
+  ContextRecord,
+  DecisionRecord,
+  EgressRecord,
+  ImagePlaceholder,
+  RefusalRecord,
+  RulesRecord,
+  Timings,
+  ToolCallRecord,
+  ToolSize,
+  UsageRecord,
+  VariableChange
+} from './generated/record';
+
+/**
+ * A value of the kernel's type `T` as it arrives: any field may be missing or
+ * of another type, and only the fields `T` has can be read.
+ */
+export type Untrusted<T> = {
+  readonly [K in T extends unknown ? keyof T : never]?: unknown;
+};
+
 /** Cell metadata key, comm target and output MIME types shared with the kernel. */
-export const METADATA_KEY = 'qloop';
+export const METADATA_KEY: SetMetadataRequest['key'] = 'qloop';
 export const COMM_TARGET = 'qloop';
 export const TRANSCRIPT_MIME = 'application/vnd.qloop.transcript+json';
 /** The agent's answer, streamed or saved: `{"markdown": "<text>"}`. */
@@ -27,7 +53,7 @@ export const KNOWN_STATUSES = [
   'refused',
   'error'
 ] as const;
-export type TurnStatus = (typeof KNOWN_STATUSES)[number] | 'unknown';
+export type TurnStatus = CellRecord['status'] | 'unknown';
 
 /** How a tool call was allowed to run (or not). */
 export const KNOWN_DECISIONS = [
@@ -38,7 +64,7 @@ export const KNOWN_DECISIONS = [
   'always',
   'readonly'
 ] as const;
-export type DecisionKind = (typeof KNOWN_DECISIONS)[number] | 'unknown';
+export type DecisionKind = DecisionRecord['kind'] | 'unknown';
 
 /** What kind of thing left the kernel for the model. */
 export const KNOWN_EGRESS_KINDS = [
@@ -52,7 +78,7 @@ export const KNOWN_EGRESS_KINDS = [
   'file',
   'cell'
 ] as const;
-export type EgressKind = (typeof KNOWN_EGRESS_KINDS)[number] | 'unknown';
+export type EgressKind = EgressRecord['kind'] | 'unknown';
 
 /** Token counters of a turn; `null` where the record has no usable number. */
 export interface IUsage {
@@ -71,7 +97,7 @@ export interface IImagePlaceholder {
 /** What a code step did to one variable: a one-line summary, never the value. */
 export interface IVariableChange {
   name: string;
-  kind: 'created' | 'changed' | 'deleted' | 'unknown';
+  kind: VariableChange['kind'] | 'unknown';
   summary: string;
 }
 
@@ -102,7 +128,7 @@ export interface IEgress {
 /** A rules file found for the turn: whose, its size as sent and whether it was used. */
 export interface IRulesFile {
   path: string;
-  origin: 'user' | 'project' | 'unknown';
+  origin: RulesRecord['origin'] | 'unknown';
   sha256: string;
   chars: number | null;
   status: string;
@@ -186,8 +212,17 @@ export function numberOrNull(value: unknown): number | null {
   return typeof value === 'number' && Number.isFinite(value) ? value : null;
 }
 
-function objectOrEmpty(value: unknown): JSONObject {
-  return isJSONObject(value) ? value : {};
+/** The fields of a value of the kernel's type `T`, or none when it is not an object. */
+function fieldsOf<T>(value: unknown): Untrusted<T> {
+  // Any object reads as one: each field is unknown until checked.
+  return (isJSONObject(value) ? value : {}) as Untrusted<T>;
+}
+
+/** The objects of an array of the kernel's type `T[]`, or none when it is not an array. */
+function objects<T>(value: unknown): Untrusted<T>[] {
+  return Array.isArray(value)
+    ? value.filter(isJSONObject).map(fieldsOf<T>)
+    : [];
 }
 
 /** `value` if it is one of `known`, `unknown` otherwise. */
@@ -203,10 +238,7 @@ function knownOr<T extends string>(
 
 /** The status of a record as one of the known values, `unknown` otherwise. */
 export function statusOf(record: unknown): TurnStatus {
-  return knownOr(
-    isJSONObject(record) ? record['status'] : undefined,
-    KNOWN_STATUSES
-  );
+  return knownOr(fieldsOf<CellRecord>(record)['status'], KNOWN_STATUSES);
 }
 
 /**
@@ -214,7 +246,7 @@ export function statusOf(record: unknown): TurnStatus {
  * or null when `updated_at` is missing or not a date.
  */
 export function updatedAtMillis(record: unknown): number | null {
-  const text = isJSONObject(record) ? record['updated_at'] : undefined;
+  const text = fieldsOf<CellRecord>(record)['updated_at'];
   if (typeof text !== 'string') {
     return null;
   }
@@ -224,7 +256,7 @@ export function updatedAtMillis(record: unknown): number | null {
 
 /** The sub-second digits of an ISO time, padded to nanoseconds for comparison. */
 function fractionDigits(record: unknown): string {
-  const text = (record as JSONObject)['updated_at'] as string;
+  const text = (record as Untrusted<CellRecord>)['updated_at'] as string;
   const match = /T[0-9:]+\.(\d+)/.exec(text);
   return (match ? match[1] : '').padEnd(9, '0').slice(0, 9);
 }
@@ -251,14 +283,11 @@ export function isNewer(a: unknown, b: unknown): boolean {
 }
 
 function decisionOf(value: unknown): DecisionKind {
-  return knownOr(
-    isJSONObject(value) ? value['kind'] : undefined,
-    KNOWN_DECISIONS
-  );
+  return knownOr(fieldsOf<DecisionRecord>(value)['kind'], KNOWN_DECISIONS);
 }
 
 function readImage(value: unknown): IImagePlaceholder {
-  const image = objectOrEmpty(value);
+  const image = fieldsOf<ImagePlaceholder>(value);
   return {
     bytes: numberOrNull(image['bytes']),
     sha256: stringOrNull(image['sha256']) ?? ''
@@ -271,7 +300,7 @@ function readChanges(value: unknown): IVariableChange[] | null {
   if (!Array.isArray(value)) {
     return null;
   }
-  return value.filter(isJSONObject).map(item => ({
+  return objects<VariableChange>(value).map(item => ({
     name: typeof item['name'] === 'string' ? item['name'] : '',
     kind: knownOr(item['kind'], CHANGE_KINDS),
     summary: typeof item['summary'] === 'string' ? item['summary'] : ''
@@ -279,7 +308,7 @@ function readChanges(value: unknown): IVariableChange[] | null {
 }
 
 function readToolCall(value: unknown): IToolCall {
-  const call = objectOrEmpty(value);
+  const call = fieldsOf<ToolCallRecord>(value);
   const input = call['input'];
   // The code the step's card showed: a code step's `code`, a cell proposal's
   // `source` (records/schema.py shown_code says the same).
@@ -293,7 +322,7 @@ function readToolCall(value: unknown): IToolCall {
     code,
     inputJson: JSON.stringify(input ?? null, null, 2),
     decision,
-    reason: stringOrNull(objectOrEmpty(call['decision'])['reason']),
+    reason: stringOrNull(fieldsOf<DecisionRecord>(call['decision'])['reason']),
     isError: call['is_error'] === true,
     outputSummary:
       typeof call['output_summary'] === 'string' ? call['output_summary'] : '',
@@ -304,10 +333,7 @@ function readToolCall(value: unknown): IToolCall {
 }
 
 function readEgress(value: unknown): IEgress[] {
-  if (!Array.isArray(value)) {
-    return [];
-  }
-  return value.filter(isJSONObject).map(item => ({
+  return objects<EgressRecord>(value).map(item => ({
     kind: knownOr(item['kind'], KNOWN_EGRESS_KINDS),
     name: typeof item['name'] === 'string' ? item['name'] : '',
     chars: numberOrNull(item['chars'])
@@ -318,26 +344,23 @@ function text(value: unknown): string {
   return typeof value === 'string' ? value : '';
 }
 
-function objects(value: unknown): JSONObject[] {
-  return Array.isArray(value) ? value.filter(isJSONObject) : [];
-}
-
 const RULES_ORIGINS = ['user', 'project'] as const;
 
-function readContext(value: unknown): ITurnContext | null {
-  if (!isJSONObject(value)) {
+function readContext(data: unknown): ITurnContext | null {
+  if (!isJSONObject(data)) {
     return null;
   }
+  const value: Untrusted<ContextRecord> = data;
   return {
     systemChars: numberOrNull(value['system_chars']),
-    rules: objects(value['rules']).map(item => ({
+    rules: objects<RulesRecord>(value['rules']).map(item => ({
       path: text(item['path']),
       origin: knownOr(item['origin'], RULES_ORIGINS),
       sha256: text(item['sha256']),
       chars: numberOrNull(item['chars']),
       status: text(item['status'])
     })),
-    attachments: objects(value['attachments']).map(item => ({
+    attachments: objects<AttachmentRecord>(value['attachments']).map(item => ({
       kind: text(item['kind']),
       name: text(item['name']),
       sha256: text(item['sha256']),
@@ -345,7 +368,7 @@ function readContext(value: unknown): ITurnContext | null {
       imageBytes: numberOrNull(item['image_bytes']),
       note: text(item['note'])
     })),
-    tools: objects(value['tools']).map(item => ({
+    tools: objects<ToolSize>(value['tools']).map(item => ({
       name: text(item['name']),
       chars: numberOrNull(item['chars'])
     })),
@@ -356,10 +379,11 @@ function readContext(value: unknown): ITurnContext | null {
   };
 }
 
-function readRefusal(value: unknown): IRefusal | null {
-  if (!isJSONObject(value)) {
+function readRefusal(data: unknown): IRefusal | null {
+  if (!isJSONObject(data)) {
     return null;
   }
+  const value: Untrusted<RefusalRecord> = data;
   const explanation = value['explanation'];
   return {
     category: stringOrNull(value['category']),
@@ -368,7 +392,7 @@ function readRefusal(value: unknown): IRefusal | null {
 }
 
 function readUsage(value: unknown): IUsage {
-  const usage = objectOrEmpty(value);
+  const usage = fieldsOf<UsageRecord>(value);
   return {
     input: numberOrNull(usage['input_tokens']),
     output: numberOrNull(usage['output_tokens']),
@@ -421,9 +445,9 @@ export function readRecord(
   if (reason !== null) {
     return { ok: false, reason };
   }
-  const record = data as JSONObject;
+  const record = data as Untrusted<CellRecord>;
   const status = statusOf(record);
-  const timings = objectOrEmpty(record['timings']);
+  const timings = fieldsOf<Timings>(record['timings']);
   const toolCalls = Array.isArray(record['tool_calls'])
     ? record['tool_calls']
     : [];
@@ -435,14 +459,16 @@ export function readRecord(
       prompt: typeof record['prompt'] === 'string' ? record['prompt'] : '',
       answer: typeof record['answer'] === 'string' ? record['answer'] : '',
       error: stringOrNull(record['error']),
-      approveMode: stringOrNull(objectOrEmpty(record['settings'])['approve']),
+      approveMode: stringOrNull(
+        fieldsOf<JSONObject>(record['settings'])['approve']
+      ),
       toolCalls: toolCalls.map(readToolCall),
       usage: readUsage(record['usage']),
       costUsd: numberOrNull(record['cost_usd']),
       modelCalls: numberOrNull(record['model_calls']),
       elapsedS: numberOrNull(timings['elapsed_s']),
       approvalWaitS: numberOrNull(timings['approval_wait_s']),
-      received: record['received'] === true,
+      received: (data as JSONObject)['received'] === true,
       egress: readEgress(record['egress']),
       refusal: readRefusal(record['refusal']),
       context: readContext(record['context'])

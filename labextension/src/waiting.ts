@@ -14,7 +14,8 @@ import { ICellModel, ICodeCellModel } from '@jupyterlab/cells';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 import { JSONObject } from '@lumino/coreutils';
 
-import { isJSONObject } from './record';
+import type { Describe, Waiting } from './generated/protocol';
+import { Untrusted, isJSONObject } from './record';
 
 /** The kernel's comm target of a waiting card (qloop_kernel/notebook/waiting.py). */
 export const WAITING_TARGET = 'qloop.waiting';
@@ -64,11 +65,15 @@ export interface IWaitingCard {
 
 /** The waiting card a kernel describes, or null for anything else. */
 export function parseWaiting(data: unknown): IWaitingCard | null {
-  if (!isJSONObject(data) || data['op'] !== 'waiting') {
+  if (!isJSONObject(data)) {
     return null;
   }
-  const cellId = data['cell_id'];
-  const modelId = data['model_id'];
+  const message: Untrusted<Waiting> = data;
+  if (message['op'] !== 'waiting') {
+    return null;
+  }
+  const cellId = message['cell_id'];
+  const modelId = message['model_id'];
   if (
     typeof cellId !== 'string' ||
     cellId === '' ||
@@ -191,7 +196,7 @@ function ask(
       setWaiting(shown.modelId, false);
     }
   };
-  comm.send({ op: 'describe' });
+  comm.send({ op: 'describe' } satisfies Describe);
   return comm;
 }
 

@@ -23,7 +23,7 @@ import {
 import { quietYjs } from './yjs';
 
 const trans = nullTranslator.load('qloop');
-const HELLO: JSONObject = { frontend: 'jupyterlab', version: '9.9.9' };
+const HELLO = { frontend: 'jupyterlab', version: '9.9.9' };
 
 describe('showProposals', () => {
   let warn: jest.SpyInstance;

@@ -103,7 +103,7 @@ class SecondPage extends FakeNotebook {
   }
 }
 
-const HELLO: JSONObject = { frontend: 'jupyterlab', version: '9.9.9' };
+const HELLO = { frontend: 'jupyterlab', version: '9.9.9' };
 const PROVENANCE: JSONObject = { turn: 3, model: 'scripted', step: 'p1' };
 
 function addRequest(fields: JSONObject = {}, id = 'p1'): JSONObject {

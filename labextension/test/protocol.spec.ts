@@ -37,7 +37,7 @@ class MetadataCell implements ICellMetadata {
   }
 }
 
-const HELLO: JSONObject = { frontend: 'jupyterlab', version: '9.9.9' };
+const HELLO = { frontend: 'jupyterlab', version: '9.9.9' };
 const OPERATIONS = [
   'hello',
   'set_metadata',

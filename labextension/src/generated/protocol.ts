@@ -1,0 +1,346 @@
+/**
+ * Generated from qloop_kernel/schema/protocol.schema.json by `jlpm schema`:
+ * do not edit. docs/schema.md says how the types are kept in step.
+ */
+
+import type { CellRecord } from './record';
+
+/**
+ * Any message of the ``qloop`` and ``qloop.waiting`` comms.
+ */
+export type ProtocolMessage = KernelRequest | PageMessage | WaitingMessage;
+/**
+ * A request the kernel sends on the ``qloop`` comm (in its open message or later).
+ */
+export type KernelRequest =
+  | HelloRequest
+  | SetMetadataRequest
+  | SetNotebookMetadataRequest
+  | ReadNotebookRequest
+  | ProposeRequest
+  | WithdrawRequest
+  | CellSourceRequest
+  | SetOutputsRequest
+  | RevertAddRequest
+  | RevertEditRequest;
+/**
+ * A message the page sends on the ``qloop`` comm.
+ */
+export type PageMessage =
+  | Done
+  | Refusal
+  | HelloAnswer
+  | ReadNotebookAnswer
+  | ProposeAnswer
+  | CellSourceAnswer
+  | Attached;
+/**
+ * One output of a cell, bounded.
+ */
+export type OutputView = StreamView | ErrorView | RichView | OtherView;
+/**
+ * A message on the ``qloop.waiting`` comm, either way.
+ */
+export type WaitingMessage = Waiting | Describe;
+
+/**
+ * Which frontend holds the notebook, which operations it answers, and the notebook's path
+ * and saved grants.
+ */
+export interface HelloRequest {
+  op: 'hello';
+  request_id: string;
+}
+/**
+ * Save a turn's record in the agent cell's metadata.
+ */
+export interface SetMetadataRequest {
+  op: 'set_metadata';
+  request_id: string;
+  cell_id: string;
+  key: 'qloop';
+  value: CellRecord;
+}
+/**
+ * Save the approval grants in the notebook that holds the cell ``cell_id``.
+ */
+export interface SetNotebookMetadataRequest {
+  op: 'set_notebook_metadata';
+  request_id: string;
+  cell_id: string;
+  key: 'qloop_grants';
+  value: NotebookGrantsValue;
+}
+/**
+ * The notebook's approval grants as saved in its metadata, signed for its path.
+ */
+export interface NotebookGrantsValue {
+  version: number;
+  grants: {
+    [k: string]: unknown;
+  }[];
+  signature: string;
+}
+/**
+ * A bounded view of the notebook's cells (``cell_ids`` null: every cell).
+ */
+export interface ReadNotebookRequest {
+  op: 'read_notebook';
+  request_id: string;
+  cell_id: string;
+  cell_ids: string[] | null;
+  outputs: boolean;
+}
+/**
+ * A cell change for the user to accept or reject; answered when the user decides.
+ */
+export interface ProposeRequest {
+  op: 'propose';
+  request_id: string;
+  cell_id: string;
+  proposal: AddProposal | EditProposal;
+}
+/**
+ * A new cell, after the cell ``after`` (or after the new cell of ``after_proposal`` while
+ * that proposal waits).
+ */
+export interface AddProposal {
+  id: string;
+  source: string;
+  risk: string;
+  reasons: string[];
+  provenance: Provenance;
+  accepted: boolean;
+  run: boolean;
+  kind: 'add';
+  cell_type: 'code' | 'markdown';
+  after: string;
+  after_proposal?: string;
+}
+/**
+ * What an accepted cell keeps in its metadata: the agent cell and step that made it, signed
+ * over the source it was proposed with.
+ */
+export interface Provenance {
+  agent_cell: string;
+  call_id: string;
+  source_sha256: string;
+  signature: string;
+}
+/**
+ * A new source for the cell ``target``.
+ */
+export interface EditProposal {
+  id: string;
+  source: string;
+  risk: string;
+  reasons: string[];
+  provenance: Provenance;
+  accepted: boolean;
+  run: boolean;
+  kind: 'edit';
+  target: string;
+}
+/**
+ * Take back a waiting proposal: its turn ended first.
+ */
+export interface WithdrawRequest {
+  op: 'withdraw';
+  request_id: string;
+  cell_id: string;
+  proposal: string;
+}
+/**
+ * The type and whole source of the cell ``target``, which the agent runs.
+ */
+export interface CellSourceRequest {
+  op: 'cell_source';
+  request_id: string;
+  cell_id: string;
+  target: string;
+}
+/**
+ * The outputs of the cell ``target`` after the agent ran it, and its source as it ran.
+ */
+export interface SetOutputsRequest {
+  op: 'set_outputs';
+  request_id: string;
+  cell_id: string;
+  target: string;
+  source: string;
+  outputs: {
+    [k: string]: unknown;
+  }[];
+  effect: string;
+}
+/**
+ * Undo an accepted new cell: delete it, unless its source changed since.
+ */
+export interface RevertAddRequest {
+  op: 'revert_cell';
+  request_id: string;
+  cell_id: string;
+  kind: 'add';
+  target: string;
+  source: string;
+}
+/**
+ * Undo an accepted edit: the source and provenance from before, unless it changed since.
+ */
+export interface RevertEditRequest {
+  op: 'revert_cell';
+  request_id: string;
+  cell_id: string;
+  kind: 'edit';
+  target: string;
+  source: string;
+  previous: string;
+  previous_provenance: {
+    [k: string]: unknown;
+  } | null;
+}
+/**
+ * The answer of a request that returns nothing.
+ */
+export interface Done {
+  op: 'ack';
+  request_id: string | number | null;
+  ok: true;
+}
+/**
+ * A request the page cannot answer: malformed, or about a cell it does not hold.
+ */
+export interface Refusal {
+  op: 'ack';
+  request_id: string | number | null;
+  ok: false;
+  error: string;
+}
+/**
+ * The frontend, its version and operations; the notebook's path and saved grants when the
+ * page holds the notebook.
+ */
+export interface HelloAnswer {
+  op: 'ack';
+  request_id: string | number | null;
+  ok: true;
+  frontend: string;
+  version: string;
+  operations: string[];
+  notebook_path?: string;
+  notebook_grants?: {
+    [k: string]: unknown;
+  } | null;
+}
+/**
+ * The notebook's view.
+ */
+export interface ReadNotebookAnswer {
+  op: 'ack';
+  request_id: string | number | null;
+  ok: true;
+  notebook_path: string;
+  total_cells: number;
+  cells: CellView[];
+  missing: string[];
+}
+/**
+ * One cell in order: its id, type, execution count, bounded source and outputs.
+ */
+export interface CellView {
+  id: string;
+  cell_type: string;
+  execution_count: number | null;
+  agent: boolean;
+  source: string;
+  source_chars: number;
+  outputs?: OutputView[];
+  more_outputs?: number;
+  omitted?: true;
+}
+export interface StreamView {
+  output_type: 'stream';
+  name: string;
+  text: string;
+  chars: number;
+}
+export interface ErrorView {
+  output_type: 'error';
+  ename: string;
+  evalue: string;
+}
+/**
+ * A result or display: its text/plain form and the names of its mime types, never its data.
+ */
+export interface RichView {
+  output_type: 'execute_result' | 'display_data';
+  text: string;
+  chars: number;
+  mime: string[];
+}
+/**
+ * An output of another type: named only.
+ */
+export interface OtherView {
+  output_type: string;
+}
+/**
+ * The user's decision: the cell it was applied to, its source then (an edit made before
+ * accepting included), or the reason it was rejected. An accepted edit says what it replaced.
+ */
+export interface ProposeAnswer {
+  op: 'ack';
+  request_id: string | number | null;
+  ok: true;
+  decision: 'accepted' | 'rejected';
+  cell_id: string;
+  source: string;
+  reason: string;
+  previous?: string;
+  previous_provenance?: {
+    [k: string]: unknown;
+  } | null;
+}
+export interface CellSourceAnswer {
+  op: 'ack';
+  request_id: string | number | null;
+  ok: true;
+  cell_type: string;
+  source: string;
+}
+/**
+ * A page took the comm over (a reload): the kernel sends again what waits for an answer.
+ */
+export interface Attached {
+  op: 'attached';
+}
+/**
+ * An approval card waits in cell ``cell_id``: ``model_id`` is its widget (sent on open and
+ * as the answer of ``describe``).
+ */
+export interface Waiting {
+  op: 'waiting';
+  cell_id: string;
+  model_id: string;
+}
+/**
+ * A page that connected later asks which cell waits.
+ */
+export interface Describe {
+  op: 'describe';
+}
+
+/**
+ * The answer of each request, by its ``op``.
+ */
+export interface Answers {
+  hello: HelloAnswer;
+  set_metadata: Done;
+  set_notebook_metadata: Done;
+  read_notebook: ReadNotebookAnswer;
+  propose: ProposeAnswer;
+  withdraw: Done;
+  cell_source: CellSourceAnswer;
+  set_outputs: Done;
+  revert_cell: Done;
+}
