@@ -7,10 +7,13 @@ models, widgets) are not made while loading: a background thread warms them whil
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar, overload
 
 __version__ = "0.1.0"
 __all__ = ["__version__", "load_ipython_extension", "tool", "unload_ipython_extension"]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def load_ipython_extension(ipython: Any) -> None:
@@ -35,9 +38,23 @@ def unload_ipython_extension(ipython: Any) -> None:
         ipython.magics_manager.magics[kind].pop("agent", None)
 
 
+@overload
 def tool(
-    func: Any = None, *, read_only: bool = False, name: str | None = None, replace: bool = False
-) -> Any:
+    func: _F, *, read_only: bool = False, name: str | None = None, replace: bool = False
+) -> _F: ...
+@overload
+def tool(
+    func: None = None, *, read_only: bool = False, name: str | None = None, replace: bool = False
+) -> Callable[[_F], _F]: ...
+
+
+def tool(
+    func: _F | None = None,
+    *,
+    read_only: bool = False,
+    name: str | None = None,
+    replace: bool = False,
+) -> _F | Callable[[_F], _F]:
     """Register a notebook function as an agent tool (see ``qloop_kernel.tools.user.tool``)."""
     from .tools.user import tool as register
 

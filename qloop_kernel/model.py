@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .context import estimate_tokens
 from .contracts import CancelToken, TurnCancelled
@@ -53,6 +53,13 @@ from .providers import (
 from .redact import redact_text
 from .settings import DEFAULT_MODEL
 from .text import clip
+
+if TYPE_CHECKING:
+    from anthropic import Anthropic, AnthropicBedrock, AnthropicVertex
+    from anthropic.types import Message as SdkMessage
+
+    # Every platform's client (AnthropicFoundry is an Anthropic).
+    SdkClient = Anthropic | AnthropicBedrock | AnthropicVertex
 
 EPHEMERAL = {"type": "ephemeral"}
 MAX_BREAKPOINTS = 4  # the API accepts at most four cache_control blocks
@@ -110,7 +117,7 @@ class _ClientPool:
     SIZE = 4  # then the least recently used client is closed (a model holding it takes a new one)
 
     def __init__(self) -> None:
-        self._clients: dict[str, Any] = {}
+        self._clients: dict[str, SdkClient] = {}
         self._lock = threading.Lock()
 
     def get(
@@ -121,12 +128,19 @@ class _ClientPool:
         api_key: str | None,
         base_url: str | None,
         options: Mapping[str, Any] | None,
-    ) -> Any:
+    ) -> SdkClient:
         import anthropic
 
-        def build() -> Any:
-            return build_client(anthropic, provider, strict=strict, api_key=api_key,
-                                base_url=base_url, options=options)  # fmt: skip
+        def build() -> SdkClient:
+            client: SdkClient = build_client(
+                anthropic,
+                provider,
+                strict=strict,
+                api_key=api_key,
+                base_url=base_url,
+                options=options,
+            )
+            return client
 
         if provider not in self.SHARED or options:
             return build()
@@ -141,7 +155,7 @@ class _ClientPool:
                 self._clients.pop(next(iter(self._clients))).close()
             return client
 
-    def discard(self, client: Any) -> None:
+    def discard(self, client: SdkClient) -> None:
         """Forget ``client`` (it is being closed)."""
         with self._lock:
             self._clients = {k: c for k, c in self._clients.items() if c is not client}
@@ -334,7 +348,7 @@ class AnthropicModel:
         deadline: float | None,
         on_event: Callable[[ModelEvent], None],
         cancel: CancelToken,
-    ) -> Any:
+    ) -> SdkMessage:
         with self._client.messages.stream(**params, timeout=timeout) as stream:
             unregister = cancel.on_cancel(stream.close)
             try:
@@ -593,6 +607,7 @@ def _adapt_message(message: Message, capabilities: Capabilities) -> Message:
     return {**message, "content": blocks}
 
 
+# Any: a JSON value of any shape (request params, a message, a block), given back in that shape
 def _without_cache_control(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _without_cache_control(v) for k, v in value.items() if k != "cache_control"}

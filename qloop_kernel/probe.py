@@ -47,7 +47,7 @@ def forget_probes() -> None:
 def _probe(client: Any, model: str) -> Capabilities:
     import anthropic
 
-    def accepts(feature: str, call: Callable[[dict[str, str]], Any]) -> bool:
+    def accepts(feature: str, call: Callable[[dict[str, str]], object]) -> bool:
         try:
             call({PROBE_HEADER: feature})
         except anthropic.APIStatusError as exc:
@@ -58,19 +58,19 @@ def _probe(client: Any, model: str) -> Capabilities:
             raise ProviderError(f"{client.base_url} cannot be reached: {exc}") from None
         return True
 
-    def ask(**extra: Any) -> Callable[[dict[str, str]], Any]:
-        def call(headers: dict[str, str]) -> Any:
+    def ask(**extra: Any) -> Callable[[dict[str, str]], object]:
+        def call(headers: dict[str, str]) -> object:
             params = {"model": model, "max_tokens": 1, "messages": _ASK, **extra}
             return client.messages.create(**params, extra_headers=headers, timeout=30)
 
         return call
 
-    def stream(headers: dict[str, str]) -> Any:
+    def stream(headers: dict[str, str]) -> object:
         params = {"model": model, "max_tokens": 1, "messages": _ASK}
         with client.messages.stream(**params, extra_headers=headers, timeout=30) as events:
             return events.get_final_message()
 
-    def count(headers: dict[str, str]) -> Any:
+    def count(headers: dict[str, str]) -> object:
         return client.messages.count_tokens(model=model, messages=_ASK, extra_headers=headers)
 
     streaming = accepts("streaming", stream)

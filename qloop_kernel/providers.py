@@ -227,7 +227,7 @@ def build_client(
     api_key: str | None = None,
     base_url: str | None = None,
     options: Mapping[str, Any] | None = None,
-) -> Any:
+) -> Any:  # Any: an SDK client made from the module model.py passes in (no anthropic import here)
     """The SDK client of ``provider`` with the SDK's retries off (the caller retries).
 
     ``options`` are passed to the client as they are (e.g. ``credentials`` or ``access_token``
@@ -244,10 +244,12 @@ def build_client(
         raise ProviderError(f"provider {provider}: {first}") from None
 
 
+# Any: an SDK client made from the module passed in
 def _anthropic(sdk: Any, common: dict[str, Any], given: dict[str, Any]) -> Any:
     return sdk.Anthropic(**common, **given)
 
 
+# Any: an SDK client made from the module passed in
 def _compatible(sdk: Any, common: dict[str, Any], given: dict[str, Any]) -> Any:
     key = os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")
     # Local servers often want no key; the SDK needs one to build a request.
@@ -255,12 +257,14 @@ def _compatible(sdk: Any, common: dict[str, Any], given: dict[str, Any]) -> Any:
     return sdk.Anthropic(**common, **given)
 
 
+# Any: an SDK client made from the module passed in
 def _bedrock(sdk: Any, common: dict[str, Any], given: dict[str, Any]) -> Any:
     # Region and credentials: AWS_REGION, AWS_PROFILE and the rest of botocore's chain, or
     # AWS_BEARER_TOKEN_BEDROCK (read by the SDK).
     return sdk.AnthropicBedrock(**common, **given)
 
 
+# Any: an SDK client made from the module passed in
 def _vertex(sdk: Any, common: dict[str, Any], given: dict[str, Any]) -> Any:
     options = dict(given)
     options.pop("api_key", None)  # Vertex authenticates with Google credentials only
@@ -272,6 +276,7 @@ def _vertex(sdk: Any, common: dict[str, Any], given: dict[str, Any]) -> Any:
     return sdk.AnthropicVertex(**common, **options)
 
 
+# Any: an SDK client made from the module passed in
 def _foundry(sdk: Any, common: dict[str, Any], given: dict[str, Any]) -> Any:
     return sdk.AnthropicFoundry(**common, **given)
 

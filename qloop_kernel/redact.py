@@ -22,10 +22,12 @@ import re
 import select
 import sys
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote
+
+_R = TypeVar("_R")
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
 KEY_SHAPES = re.compile(
@@ -102,6 +104,7 @@ def redact_text(text: str, environ: Mapping[str, str] | None = None) -> str:
     return Redactor.from_environ(environ).text(text)
 
 
+# Any: a JSON-like value of any shape, given back in that shape (tuples as lists)
 def redact(value: Any, environ: Mapping[str, str] | None = None) -> Any:
     """A deep copy of a JSON-like value with every string redacted."""
     return Redactor.from_environ(environ).value(value)
@@ -133,7 +136,7 @@ class Redactor:
             text = URL_CREDENTIALS.sub(lambda m: f"{m['head']}{REDACTED}@", text)
         return KEY_SHAPES.sub(REDACTED, text)
 
-    def value(self, value: Any) -> Any:
+    def value(self, value: Any) -> Any:  # Any: a JSON-like value, given back in its shape
         """A deep copy of a JSON-like value with every string redacted."""
         if isinstance(value, str):
             return self.text(value)
@@ -223,7 +226,7 @@ class _RedactingStream:
         for line in lines:
             self.write(line)
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> Any:  # Any: the wrapped stream's attribute, whatever it is
         return getattr(self._stream, name)
 
 
@@ -271,8 +274,8 @@ def _redacted_stream(name: str) -> Iterator[None]:
             stream.write = own
 
 
-def _redacting(write: Any) -> Any:
-    def redacted_write(text: Any) -> Any:
+def _redacting(write: Callable[[str], _R]) -> Callable[[str], _R]:
+    def redacted_write(text: str) -> _R:
         return write(redact_text(text) if isinstance(text, str) else text)
 
     return redacted_write
@@ -301,7 +304,7 @@ def _redacted_tracebacks(shell: Any) -> Iterator[None]:
         yield
         return
 
-    def redacted(etype: type, evalue: BaseException, stb: list[str]) -> Any:
+    def redacted(etype: type, evalue: BaseException, stb: list[str]) -> object:
         redactor = Redactor.from_environ()
         return show(etype, redactor.text(str(evalue)), [redactor.text(line) for line in stb])
 

@@ -56,12 +56,12 @@ class Settings(BaseModel):
 
     @field_validator("provider", mode="before")
     @classmethod
-    def _provider_name(cls, value: Any) -> Any:
+    def _provider_name(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value
 
     @field_validator("ask_read", mode="before")
     @classmethod
-    def _off_is_false(cls, value: Any) -> Any:
+    def _off_is_false(cls, value: object) -> object:
         return False if value is None else value  # `%agent set ask_read off` arrives as None
 
     def updated(self, **changes: Any) -> Settings:

@@ -126,6 +126,7 @@ def _chars(value: Any) -> int:
     return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str))
 
 
+# Any: a JSON value of any shape (a tool, the request params), given back in that shape
 def _without_cache(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _without_cache(v) for k, v in value.items() if k != "cache_control"}

@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import nbformat
 
@@ -29,6 +29,9 @@ from ..records import METADATA_KEY, RecordError, load_record
 from ..records.schema import REPLAYABLE_DECISIONS, CellRecord
 from ..redact import redact_text
 from .suite import CHECK_TAG, SOLUTION_TAG, Task, is_agent, tags
+
+if TYPE_CHECKING:
+    from nbformat import NotebookNode
 
 ANSWER_ROLE = "answer"
 PREAMBLE = "%load_ext qloop_kernel\nanswers = []\nanswer = ''"
@@ -112,9 +115,9 @@ def _answer(saved: Any) -> str:
         return ""
 
 
-def task_notebook(task: Task, options: RunOptions, max_cost: float | None) -> Any:
+def task_notebook(task: Task, options: RunOptions, max_cost: float | None) -> NotebookNode:
     """The notebook a trial runs: the task's, prepared as the module docstring says."""
-    nb = copy.deepcopy(task.notebook)
+    nb: NotebookNode = copy.deepcopy(task.notebook)
     cells = [nbformat.v4.new_code_cell(PREAMBLE)]  # type: ignore[no-untyped-call]
     for cell in nb.cells:
         if SOLUTION_TAG in tags(cell):

@@ -14,6 +14,7 @@ paths relative to the file), or the name of a suite shipped with the package (``
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -165,7 +166,7 @@ def _first_line(exc: Exception) -> str:
     return text[0][:200] if text else type(exc).__name__
 
 
-def _parser(path: Path) -> Any:
+def _parser(path: Path) -> Callable[[str], Any]:
     """The loader of a suite list's format; a missing parser is named with how to install it."""
     if path.suffix == ".toml":
         try:
@@ -177,9 +178,11 @@ def _parser(path: Path) -> Any:
                 raise SuiteError(
                     f"{path}: reading TOML needs Python 3.11 or `pip install tomli`"
                 ) from None
-        return tomllib.loads
+        loads: Callable[[str], Any] = tomllib.loads  # tomli and PyYAML come without stubs
+        return loads
     try:
         import yaml
     except ImportError:
         raise SuiteError(f"{path}: reading YAML needs PyYAML: `pip install pyyaml`") from None
-    return yaml.safe_load
+    safe_load: Callable[[str], Any] = yaml.safe_load
+    return safe_load

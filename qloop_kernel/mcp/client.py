@@ -16,12 +16,19 @@ import os
 import sys
 import tempfile
 import threading
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from pathlib import Path
-from typing import IO, Any, Literal, TypeVar
+from typing import IO, TYPE_CHECKING, Any, Literal, TypeVar
 
 from ..errors import QloopError
 from .config import ServerConfig
+
+if TYPE_CHECKING:
+    from mcp import ClientSession
+
+    # A private module on purpose: the SDK names its transports' streams type only there.
+    from mcp.client._transport import TransportStreams
+    from mcp_types import CallToolResult
 
 T = TypeVar("T")
 CONNECT_TIMEOUT_S = 30.0
@@ -102,7 +109,7 @@ class Connection:
         self.state: State = "not started"
         self.error: str | None = None
         self.failed_at = 0.0  # time.monotonic() of the last failure to start
-        self.session: Any = None
+        self.session: ClientSession | None = None
         self._closing: asyncio.Event | None = None
         self._held: asyncio.Task[None] | None = None
         self.errlog: IO[str] | None = None
@@ -144,13 +151,13 @@ class Connection:
                 connected = self.state in ("connected", "disconnected")
                 self.state = "disconnected" if connected else "failed"
 
-    def _transport(self) -> contextlib.AbstractAsyncContextManager[Any]:
+    def _transport(self) -> contextlib.AbstractAsyncContextManager[TransportStreams]:
         if self.config.http:
             return _http_transport(self.config)
         return self._stdio_transport()
 
     @contextlib.asynccontextmanager
-    async def _stdio_transport(self) -> Any:
+    async def _stdio_transport(self) -> AsyncIterator[TransportStreams]:
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
         config = self.config
@@ -182,7 +189,7 @@ class Connection:
         except (OSError, ValueError):
             return ""
 
-    async def call(self, tool: str, arguments: dict[str, Any], timeout: float) -> Any:
+    async def call(self, tool: str, arguments: dict[str, Any], timeout: float) -> CallToolResult:
         """Call one tool; the session's own timeout bounds the wait for the answer."""
         if self.session is None or self._held is None or self._held.done():
             raise McpCallError(f"MCP server {self.name!r} is not connected ({self.state})")
@@ -256,7 +263,7 @@ async def _all_tools(session: Any) -> list[Any]:
 
 
 @contextlib.asynccontextmanager
-async def _http_transport(config: ServerConfig) -> Any:
+async def _http_transport(config: ServerConfig) -> AsyncIterator[TransportStreams]:
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 

@@ -58,7 +58,7 @@ class ServerConfig(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _kind(cls, data: Any) -> Any:
+    def _kind(cls, data: object) -> object:
         if isinstance(data, dict) and "type" not in data and "url" in data:
             return {**data, "type": "http"}
         return data

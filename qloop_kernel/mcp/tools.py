@@ -92,7 +92,7 @@ def input_model(name: str, schema: dict[str, Any]) -> type[BaseModel]:
 
         @model_validator(mode="before")
         @classmethod
-        def _schema(cls, data: Any) -> Any:
+        def _schema(cls, data: object) -> object:
             errors = sorted(checker.iter_errors(data), key=lambda e: list(e.path))
             if errors:
                 lines = "; ".join(

@@ -74,6 +74,7 @@ def strip_images(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [_strip_value(m) for m in messages]
 
 
+# Any: a JSON value of any shape (a message, its content, a block), given back in that shape
 def _strip_value(value: Any) -> Any:
     if isinstance(value, list):
         return [_strip_value(v) for v in value]
@@ -264,7 +265,7 @@ def saved_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return saved
 
 
-def _saved_block(block: Any, redact: Callable[[Any], Any]) -> Any:
+def _saved_block(block: Any, redact: Callable[[Any], Any]) -> object:  # None: left out
     if isinstance(block, dict) and block.get("type") in SIGNED_BLOCKS:
         return block if redact(block) == block else None
     return redact(block)
@@ -362,7 +363,7 @@ def _keep_when_cut(block: Any) -> bool:
     return not (isinstance(block, dict) and block.get("type") in SIGNED_BLOCKS)
 
 
-def _cut_block(block: Any, chars: int) -> Any:
+def _cut_block(block: Any, chars: int) -> object:
     if not isinstance(block, dict):
         return block
     if isinstance(block.get("text"), str):

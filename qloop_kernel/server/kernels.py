@@ -15,10 +15,13 @@ import inspect
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import QloopError
 from .broker import notebook_key
+
+if TYPE_CHECKING:
+    from jupyter_client.asynchronous.client import AsyncKernelClient
 
 READ_TIMEOUT_S = 15.0  # a read tool waits this long for a kernel busy with a cell
 START_TIMEOUT_S = 60.0  # the first call to a kernel waits this long for it to start
@@ -87,14 +90,15 @@ class Kernels:
             "open ones)"
         )
 
-    def _client(self, kernel_id: str) -> Any:
+    def _client(self, kernel_id: str) -> AsyncKernelClient:
         manager = self.serverapp.kernel_manager
         if kernel_id not in manager:
             raise OutsideError(f"the kernel {kernel_id} is gone")
-        client = manager.get_kernel(kernel_id).client()
+        client: AsyncKernelClient = manager.get_kernel(kernel_id).client()
         client.start_channels()
         return client
 
+    # Any: the JSON value the kernel sent back, of whatever shape the probe gives
     async def evaluate(self, kernel_id: str, expression: str) -> Any:
         """The JSON value ``expression`` (a call into ``probe``) returns in the kernel."""
         client = self._client(kernel_id)

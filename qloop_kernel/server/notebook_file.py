@@ -17,6 +17,7 @@ import nbformat
 from .record import METADATA_KEY
 
 
+# Any: the Jupyter server contents manager's answer, whatever it returns
 async def maybe_await(value: Any) -> Any:
     """The contents manager's answer, whether it is the sync or the async manager."""
     return await value if inspect.isawaitable(value) else value

@@ -30,6 +30,7 @@ from os import PathLike
 from typing import Any
 
 from .script import (
+    ContentBlock,
     DropConnection,
     EarlyClose,
     Fault,
@@ -132,7 +133,7 @@ def item_to_json(item: Item) -> dict[str, Any]:
     return data
 
 
-def _content_from_json(content: Any) -> Any:
+def _content_from_json(content: Any) -> str | list[ContentBlock]:
     if isinstance(content, str):
         return content
     if not isinstance(content, list):

@@ -309,7 +309,7 @@ class _EventStreamExchange:
     def __init__(self, inner: Exchange) -> None:
         self.inner = inner
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> Any:  # Any: the inner Exchange's attribute, whatever it is
         return getattr(self.inner, name)
 
     def start_events(

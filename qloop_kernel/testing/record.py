@@ -76,7 +76,7 @@ class RecordedRequest:
             "error": self.error,
         }
 
-    def _field(self, name: str) -> Any:
+    def _field(self, name: str) -> object:
         return self.body.get(name) if isinstance(self.body, dict) else None
 
 
