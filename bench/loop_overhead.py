@@ -1,31 +1,44 @@
 """Loop overhead at 10, 50 and 200 model calls: qloop's bare loop and product path, the SDK runner, pydantic-ai.
 
-All four drive the same scripted session through the stand-in, run as a separate process so its work is
-not counted: the real system prompt, the four built-in tools' schemas with data-sized results (a frame's
-summary, ``describe()``, the variable list; ``bench/cache_cost.py``), the same replies. The runs:
+All of them drive the same scripted session through the stand-in, run as a separate process so its
+work is not counted: the real system prompt, the four built-in tools' schemas with data-sized results
+(a frame's summary, ``describe()``, the variable list; ``bench/cache_cost.py``), the same replies.
+Every loop keeps one API client across its runs, as a kernel does (building an SDK client costs about
+20 ms of CPU, the TLS context loading the CA certificates); what a run builds anew is what each loop
+builds for one turn:
 
-- qloop QueryLoop: the bare loop with the Anthropic client;
+- qloop QueryLoop: the bare loop; ``AnthropicModel`` takes the process's kept client, the tools are
+  built for the run;
 - qloop product path: ``ConversationManager.run_turn`` (records built as the turn runs, running saves)
   with ``ThreadedModel`` (the worker thread), the turn display and the store's mirror and comm, inside
-  an IPython shell (outputs captured);
-- SDK tool_runner (``thread=False``: the whole conversation each request, as qloop sends it), with a
-  new client each run, as a script that runs one turn builds it;
-- the same runner with one client kept for every run: qloop keeps one SDK client per kernel, so this
-  is the runner's cost without the client's construction (about 20 ms: the TLS context);
-- pydantic-ai ``Agent.run_sync`` with the same tools.
+  an IPython shell (outputs captured); a new manager, settings, display, store and tools each run, the
+  kept client;
+- SDK tool_runner (``thread=False``: the whole conversation each request, as qloop sends it) on one
+  ``anthropic.Anthropic`` client built once, its tools (``beta_tool``) built for the run: the headline
+  reference;
+- pydantic-ai ``Agent.run_sync`` with the same tools, one ``AnthropicProvider`` (its client) kept, a
+  new agent each run;
+- beside them, the SDK runner with a new client each run, as a script that runs one turn builds it
+  (a side figure: it counts the client's construction in every run).
 
 Runs alternate (25 at 10 calls, 5 at 50 and 200); the figure is the client CPU time per model call
-(``time.process_time``, the worker thread included), median of the runs, as a ratio to the SDK runner. Targets: the product path <= 1.0x
-the SDK runner at each size (the bare loop is shown beside it, and both against the runner with its
-client kept).
-Run: ``python bench/loop_overhead.py [--runs 3]``.
+(``time.process_time``, the worker thread included), median of the runs, as a ratio to the SDK runner
+with its client kept. Target: the product path <= 1.0x that runner at each size (the bare loop and
+pydantic-ai are shown beside it).
+Run: ``python bench/loop_overhead.py [--runs 3]``. ``--profile 50`` instead profiles the product path
+and the runner at 50 calls: the CPU per model call of each thread (the worker thread's model calls
+apart) and, from cProfile on per-thread CPU clocks, the self time per model call by package and the
+functions with the most cumulative time.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import gc
 import json
 import os
+import pstats
 import statistics
 import subprocess
 import sys
@@ -34,6 +47,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -123,8 +137,12 @@ def product(calls: int) -> None:
     assert result.status == "completed" and result.model_calls == calls, result.stop
 
 
+def sdk_new_client(calls: int) -> None:
+    sdk(calls, anthropic.Anthropic(max_retries=0))
+
+
 def sdk(calls: int, client: anthropic.Anthropic | None = None) -> None:
-    client = client or anthropic.Anthropic(max_retries=0)
+    client = client or kept("anthropic", lambda: anthropic.Anthropic(max_retries=0))
     runner = client.beta.messages.tool_runner(
         model=MODEL, max_tokens=8192, system=SYSTEM_PROMPT, messages=USER, stream=True,
         tools=[anthropic.beta_tool(f) for f in TOOLS], max_iterations=calls, thread=False,
@@ -137,13 +155,15 @@ def sdk(calls: int, client: anthropic.Anthropic | None = None) -> None:
     assert turns == calls, turns
 
 
-_kept: list[anthropic.Anthropic] = []
+_kept: dict[str, Any] = {}
 
 
-def sdk_client_kept(calls: int) -> None:
-    if not _kept:  # built in the warm-up run, once the environment names the stand-in
-        _kept.append(anthropic.Anthropic(max_retries=0))
-    sdk(calls, _kept[0])
+def kept(name: str, build: Callable[[], Any]) -> Any:
+    """One client per loop for every run: built in the warm-up, once the environment names the
+    stand-in."""
+    if name not in _kept:
+        _kept[name] = build()
+    return _kept[name]
 
 
 def pydantic_ai(calls: int) -> None:
@@ -152,26 +172,202 @@ def pydantic_ai(calls: int) -> None:
     from pydantic_ai.providers.anthropic import AnthropicProvider
     from pydantic_ai.usage import UsageLimits
 
-    provider = AnthropicProvider(api_key="bench", base_url=os.environ["ANTHROPIC_BASE_URL"])
+    provider = kept("pydantic-ai", lambda: AnthropicProvider(
+        api_key="bench", base_url=os.environ["ANTHROPIC_BASE_URL"]))  # fmt: skip
     agent = Agent(PaiModel(MODEL, provider=provider), instructions=SYSTEM_PROMPT, tools=list(TOOLS),
                   model_settings={"max_tokens": 8192})  # fmt: skip
     result = agent.run_sync(PROMPT, usage_limits=UsageLimits(request_limit=calls + 1))
     assert result.usage.requests == calls, result.usage
 
 
+REFERENCE = "SDK tool_runner"
 LOOPS: dict[str, Callable[[int], None]] = {
     "qloop QueryLoop": bare,
     "qloop product path": product,
-    "SDK tool_runner": sdk,
-    "SDK runner, client kept": sdk_client_kept,
+    REFERENCE: sdk,
     "pydantic-ai Agent": pydantic_ai,
+    "SDK runner, new client each run": sdk_new_client,
 }
+
+
+class Profiled:
+    """cProfile on per-thread CPU clocks: the calling thread, and the product path's model calls
+    on its worker thread (each call's job is wrapped: the worker is kept between turns)."""
+
+    def __init__(self) -> None:
+        from qloop_kernel.notebook import threaded
+
+        self.main = cProfile.Profile(time.thread_time)
+        self.worker = cProfile.Profile(time.thread_time)
+        self.cpu = {"main": 0.0, "model worker": 0.0}
+        submit = threaded._workers.submit  # the one place the worker's jobs pass
+
+        def profiled_submit(job: Callable[[], None]) -> None:
+            def profiled() -> None:
+                started = time.thread_time()
+                self.worker.enable()
+                try:
+                    job()
+                finally:
+                    self.worker.disable()
+                    self.cpu["model worker"] += time.thread_time() - started
+
+            submit(profiled)
+
+        threaded._workers.submit = profiled_submit  # type: ignore[method-assign]
+        self.restore = lambda: setattr(threaded._workers, "submit", submit)
+
+    def run(self, loop: Callable[[int], None], calls: int) -> None:
+        started = time.thread_time()
+        self.main.enable()
+        try:
+            loop(calls)
+        finally:
+            self.main.disable()
+            self.cpu["main"] += time.thread_time() - started
+
+    def report(self, title: str, calls: int, top: int) -> None:
+        print(f"\n== {title}: CPU ms per model call by thread: " + ", ".join(
+            f"{name} {seconds / calls * 1000:.2f}" for name, seconds in self.cpu.items()))  # fmt: skip
+        stats = [s for s in (self.main, self.worker) if s.getstats()]
+        merged = pstats.Stats(*stats)
+        by_package: dict[str, float] = {}
+        for (path, _, _), (_, _, tottime, _, _) in merged.stats.items():  # type: ignore[attr-defined]
+            by_package[package_of(path)] = by_package.get(package_of(path), 0.0) + tottime
+        print("self CPU ms per model call by package (both threads):")
+        for name, seconds in sorted(by_package.items(), key=lambda item: -item[1])[:14]:
+            print(f"  {name:<44}{seconds / calls * 1000:>8.3f}")
+        print(f"top {top} functions by cumulative CPU per model call (both threads):")
+        rows = sorted(merged.stats.items(), key=lambda item: -item[1][3])  # type: ignore[attr-defined]
+        for (path, line, name), (_, ncalls, tottime, cumtime, _) in rows[:top]:
+            where = f"{package_of(path)}:{Path(path).name}:{line}({name})"
+            print(f"  {where[:84]:<84}{cumtime / calls * 1000:>8.3f}{tottime / calls * 1000:>8.3f}"
+                  f"{ncalls / calls:>8.1f}/call")  # fmt: skip
+
+
+def package_of(path: str) -> str:
+    """``qloop_kernel/records``, ``anthropic``, ``httpx``, ``stdlib``: where a function lives."""
+    parts = Path(path).parts
+    for anchor in ("qloop_kernel", "site-packages"):
+        if anchor in parts:
+            rest = parts[parts.index(anchor) + 1 :]
+            if anchor == "qloop_kernel":
+                return "/".join(("qloop_kernel", *rest[:-1][:1])) if rest[:-1] else "qloop_kernel"
+            return rest[0] if rest else anchor
+    if Path(path).parent == Path(__file__).parent:
+        return "bench"
+    return "builtins" if path == "~" else "stdlib"
+
+
+# What the product path does beyond the loop, timed on the thread that runs it (inclusive times:
+# a phase inside another is counted in both).
+PHASES = [
+    ("bench.loop_overhead", "runtime", "tools built for the turn"),
+    ("qloop_kernel.conversation", "ConversationManager.__init__", "manager"),
+    ("qloop_kernel.conversation", "estimate_request", "request estimate"),
+    ("qloop_kernel.records.build", "RecordBuilder.__init__", "record: started"),
+    ("qloop_kernel.records.build", "RecordBuilder.add", "record: a tool call added"),
+    ("qloop_kernel.records.build", "RecordBuilder.running", "record: running built"),
+    ("qloop_kernel.records.build", "RecordBuilder.finished", "record: finished and sealed"),
+    ("qloop_kernel.notebook.store", "NotebookStore.save", "store: save (mirror, comm)"),
+    ("qloop_kernel.notebook.display", "TurnDisplay.__init__", "display: set up"),
+    ("qloop_kernel.notebook.display", "TurnDisplay.on_event", "display: streamed events"),
+    ("qloop_kernel.notebook.display", "TurnDisplay.on_response", "display: responses"),
+    ("qloop_kernel.notebook.display", "TurnDisplay.on_tool_start", "display: tool lines"),
+    ("qloop_kernel.notebook.display", "TurnDisplay.on_tool_end", "display: tool lines (end)"),
+    ("qloop_kernel.notebook.display", "TurnDisplay.finish", "display: finish"),
+    ("qloop_kernel.tools.runtime", "ToolRuntime.run", "tools: validate, approve, run, format"),
+    ("qloop_kernel.notebook.threaded", "ThreadedModel.complete", "model call, main thread side"),
+    ("qloop_kernel.model", "AnthropicModel.complete", "model call (worker thread)"),
+    ("qloop_kernel.model", "build_params", "request params built"),
+]
+
+
+def timed_phases() -> dict[str, list[float]]:
+    """Wrap each phase in a per-thread CPU timer; the seconds spent and the calls, by phase."""
+    import importlib
+
+    spent: dict[str, list[float]] = {}
+    for module_name, qualname, label in PHASES:
+        spent[label] = [0.0, 0]
+        if module_name == "bench.loop_overhead":  # this script (IPython replaces __main__)
+            globals()[qualname] = _timer(globals()[qualname], spent[label])
+            continue
+        owner_name, _, name = qualname.rpartition(".")
+        owner = importlib.import_module(module_name)
+        owner = getattr(owner, owner_name) if owner_name else owner
+        setattr(owner, name, _timer(getattr(owner, name), spent[label]))
+    return spent
+
+
+def _timer(function: Callable[..., Any], spent: list[float]) -> Callable[..., Any]:
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        started = time.thread_time()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            spent[0] += time.thread_time() - started  # one phase runs on one thread at a time
+            spent[1] += 1
+
+    return timed
+
+
+def phases(base_url: str, calls: int, runs: int) -> None:
+    """CPU per model call of each phase of the product path (no profiler: the clocks only)."""
+    spent = timed_phases()
+    cpu = {"qloop product path": 0.0, REFERENCE + ", client kept": 0.0}
+    collected = {name: [0.0, 0.0] for name in cpu}  # garbage collection: seconds, start
+    current = [""]
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collected[current[0]][1] = time.thread_time()
+        else:
+            collected[current[0]][0] += time.thread_time() - collected[current[0]][1]
+
+    gc.callbacks.append(on_gc)
+    for _ in range(runs):
+        for name, loop in (("qloop product path", product), (REFERENCE + ", client kept", sdk)):
+            load(base_url, calls)
+            current[0] = name
+            cpu[name] += cpu_of(lambda: loop(calls))  # noqa: B023
+    gc.callbacks.remove(on_gc)
+    total = calls * runs
+    print(f"\nprocess CPU ms per model call at {calls} calls, over {runs} runs (of which garbage "
+          "collection): " + ", ".join(f"{name} {seconds / total * 1000:.2f} "
+          f"({collected[name][0] / total * 1000:.2f})" for name, seconds in cpu.items()))  # fmt: skip
+    print("product path phases: thread CPU ms per model call (inclusive), calls per model call")
+    for label, (seconds, count) in sorted(spent.items(), key=lambda item: -item[1][0]):
+        print(f"  {label:<42}{seconds / total * 1000:>8.3f}{count / total:>8.2f}")
+
+
+def profile(calls: int, runs: int) -> None:
+    """Per-thread CPU and cProfile of the product path and the runner at ``calls`` calls, then
+    the product path's phases timed without the profiler."""
+    with stand_in() as base_url:
+        os.environ.update(
+            ANTHROPIC_BASE_URL=base_url, ANTHROPIC_API_KEY="bench", NO_PROXY="127.0.0.1"
+        )
+        for loop in (product, sdk):  # warm-up: imports, connections, the kept clients
+            load(base_url, 3), loop(3)
+        for title, loop in (("qloop product path", product), (REFERENCE + ", client kept", sdk)):
+            profiled = Profiled()
+            for _ in range(runs):
+                load(base_url, calls)
+                profiled.run(loop, calls)
+            profiled.restore()
+            profiled.report(title, calls * runs, top=40)
+        phases(base_url, calls, runs)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="runs of each loop at each size")
+    parser.add_argument("--profile", type=int, metavar="CALLS", help="profile at CALLS calls")
     args = parser.parse_args(argv)
+    if args.profile:
+        profile(args.profile, args.runs)
+        return 0
     cpu: dict[tuple[str, int], list[float]] = {}
     with stand_in() as base_url:
         os.environ.update(
@@ -184,22 +380,20 @@ def main(argv: list[str] | None = None) -> int:
                 for name, run in LOOPS.items():
                     load(base_url, calls)
                     cpu.setdefault((name, calls), []).append(cpu_of(lambda: run(calls)))  # noqa: B023
-    print(f"{'client CPU ms per model call':<30}" + "".join(f"{n:>10}" for n in SIZES))
+    print(f"{'client CPU ms per model call':<33}" + "".join(f"{n:>10}" for n in SIZES))
     per_call = {k: statistics.median(v) / k[1] * 1000 for k, v in cpu.items()}
     for name in LOOPS:
-        print(f"{name:<30}" + "".join(f"{per_call[name, n]:>10.2f}" for n in SIZES))
+        print(f"{name:<33}" + "".join(f"{per_call[name, n]:>10.2f}" for n in SIZES))
     met = True
     for calls in SIZES:
-        sdk_ms = per_call["SDK tool_runner", calls]
-        ratios = {name: per_call[name, calls] / sdk_ms for name in LOOPS}
+        ratios = {name: per_call[name, calls] / per_call[REFERENCE, calls] for name in LOOPS}
         met = met and ratios["qloop product path"] <= TARGET
-        kept = {name: per_call[name, calls] / per_call["SDK runner, client kept", calls]
-                for name in LOOPS}  # fmt: skip
-        print(f"ratio to the SDK runner at {calls} calls: product path "
+        new_client = per_call["SDK runner, new client each run", calls]
+        print(f"ratio to the SDK runner (one client kept) at {calls} calls: product path "
               f"{ratios['qloop product path']:.2f} (target <= {TARGET}), bare loop "
               f"{ratios['qloop QueryLoop']:.2f}, pydantic-ai {ratios['pydantic-ai Agent']:.2f}; "
-              f"to the runner with its client kept: product path "
-              f"{kept['qloop product path']:.2f}, bare loop {kept['qloop QueryLoop']:.2f}")  # fmt: skip
+              f"to the runner with a new client each run: product path "
+              f"{per_call['qloop product path', calls] / new_client:.2f}")  # fmt: skip
     return 0 if met else 1
 
 
