@@ -353,6 +353,7 @@ _CONTAINERS = (list, tuple, set, frozenset, deque)
 _SCALAR_TYPES = (str, bytes, int, float, complex, bool, type(None))
 
 
+# Any: a class whose methods are called unbound on ``item`` (a union of classes rejects that)
 def builtin_base(item: Any) -> Any:
     """The built-in container class ``item`` is an instance of (its subclass's methods, which
     may block or compute, are never called: the base class's are)."""

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from qloop_kernel.errors import ToolInputError
 from qloop_kernel.redact import redact_text
@@ -35,6 +35,9 @@ from .common import (
     pick_columns,
     qualified_name,
 )
+
+if TYPE_CHECKING:
+    from sqlalchemy import CursorResult
 
 QUERY_TIME_S = 2.0  # the longest one catalog or head query may run
 MAX_RELATIONS = 500  # tables and views read from a catalog
@@ -282,11 +285,14 @@ def _sqlalchemy_session(obj: Any) -> Iterator[Source]:
 
         pyformat = engine.dialect.paramstyle in ("format", "pyformat")
 
-        def execute(text: str, args: Any) -> Any:
+        def execute(text: str, args: Any) -> CursorResult[Any]:
+            result: CursorResult[Any]
             if args:
-                return conn.exec_driver_sql(text, args)
-            # The driver may still read % as a placeholder: %% is a % there (and in LIKE).
-            return conn.exec_driver_sql(text.replace("%", "%%") if pyformat else text)
+                result = conn.exec_driver_sql(text, args)
+            else:
+                # The driver may still read % as a placeholder: %% is a % there (and in LIKE).
+                result = conn.exec_driver_sql(text.replace("%", "%%") if pyformat else text)
+            return result
 
         def fetch(result: Any) -> tuple[list[str], Rows]:
             return list(result.keys()), [tuple(row) for row in result.fetchall()]

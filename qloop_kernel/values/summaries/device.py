@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .common import (
     Brief,
@@ -27,6 +27,9 @@ from .common import (
     qualified_name,
     reject_paging,
 )
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
 
 DEVICE_SAMPLE = 2_048  # elements of a device array read for statistics and fingerprints
 # DLPack device types (dlpack.h, DLDeviceType)
@@ -153,15 +156,18 @@ def _typestr_name(typestr: str) -> str:
 # -- a bounded sample of the values --------------------------------------------------------------
 
 
-def sample_positions(shape: tuple[int, ...], count: int = DEVICE_SAMPLE) -> Any:
+def sample_positions(
+    shape: tuple[int, ...], count: int = DEVICE_SAMPLE
+) -> tuple[NDArray[Any], ...]:
     """Coordinates of ``count`` evenly spaced elements (all of them when fewer), as numpy arrays."""
     np = loaded_module("numpy")
     size = math.prod(shape)
     flat = np.unique(np.linspace(0, size - 1, min(size, count)).astype(np.int64))
-    return np.unravel_index(flat, shape)
+    coordinates: tuple[NDArray[Any], ...] = np.unravel_index(flat, shape)
+    return coordinates
 
 
-def host_sample(obj: object, count: int = DEVICE_SAMPLE) -> Any:
+def host_sample(obj: object, count: int = DEVICE_SAMPLE) -> NDArray[Any]:
     """At most ``count`` evenly spaced values of a device array, as a small numpy array.
 
     The elements are gathered on the device and only they are moved to the host; dtypes numpy
@@ -180,11 +186,14 @@ def host_sample(obj: object, count: int = DEVICE_SAMPLE) -> Any:
     if info.device.startswith("cpu"):
         np = loaded_module("numpy")
         view = np.from_dlpack(obj)  # host memory: a view, no copy
-        return view[sample_positions(view.shape, count)] if view.ndim else view.reshape(1)
+        sample: NDArray[Any] = (
+            view[sample_positions(view.shape, count)] if view.ndim else view.reshape(1)
+        )
+        return sample
     raise ValueError(f"no loaded library reads {info.device} memory of {info.library}")
 
 
-def _torch_sample(tensor: Any, info: DeviceArray, count: int) -> Any:
+def _torch_sample(tensor: Any, info: DeviceArray, count: int) -> NDArray[Any]:
     torch = loaded_module("torch")
     part = tensor.detach()
     if info.shape:
@@ -195,24 +204,27 @@ def _torch_sample(tensor: Any, info: DeviceArray, count: int) -> Any:
         part = part.to(torch.complex64)
     elif part.is_floating_point() and part.dtype not in (torch.float16, torch.float64):
         part = part.to(torch.float32)  # bfloat16 and float8: exact in float32
-    return part.cpu().numpy()
+    host: NDArray[Any] = part.cpu().numpy()
+    return host
 
 
-def _cupy_sample(array: Any, info: DeviceArray, count: int) -> Any:
+def _cupy_sample(array: Any, info: DeviceArray, count: int) -> NDArray[Any]:
     cupy = loaded_module("cupy")
     part = array.reshape(-1)[:1] if not info.shape else array
     if info.shape:
         part = array[tuple(cupy.asarray(axis) for axis in sample_positions(info.shape, count))]
-    return cupy.asnumpy(part.reshape(-1))
+    host: NDArray[Any] = cupy.asnumpy(part.reshape(-1))
+    return host
 
 
-def _jax_sample(array: Any, info: DeviceArray, count: int) -> Any:
+def _jax_sample(array: Any, info: DeviceArray, count: int) -> NDArray[Any]:
     np = loaded_module("numpy")
     part = array[sample_positions(info.shape, count)] if info.shape else array.reshape(1)
     kind = np.dtype(part.dtype).kind if str(part.dtype) in np.sctypeDict else "V"
     if kind == "V" or "bfloat16" in str(part.dtype) or "float8" in str(part.dtype):
         part = part.astype("float32")
-    return np.asarray(part).reshape(-1)
+    host: NDArray[Any] = np.asarray(part).reshape(-1)
+    return host
 
 
 def sample_note(info: DeviceArray, sample: Any) -> str:

@@ -66,6 +66,7 @@ def refusing_dask_compute() -> Iterator[None]:
     passed_on = getattr(previous, "get", previous) or base.named_schedulers["threads"]
     inspecting = threading.get_ident()
 
+    # Any: what the passed-on scheduler computes from the graph, whatever it is
     def refuse(dsk: Any, keys: Any, **kwargs: Any) -> Any:
         if threading.get_ident() == inspecting:
             raise ComputeRefused

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import mmap
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .common import (
     ARRAY_SAMPLE,
@@ -31,6 +31,9 @@ from .common import (
 )
 from .containers import type_census
 from .reprs import bounded_repr
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
 
 
 def is_ndarray(obj: object) -> bool:
@@ -73,7 +76,7 @@ def is_file_backed(array: Any) -> bool:
     return False
 
 
-def page_sample(array: Any, count: int) -> Any:
+def page_sample(array: Any, count: int) -> NDArray[Any]:
     """At most ``count`` elements of a file-backed array read as ``PAGE_RUNS`` contiguous runs.
 
     Elements are taken in memory order (a view: nothing else is read); an array whose elements
@@ -82,26 +85,33 @@ def page_sample(array: Any, count: int) -> Any:
     np = loaded_module("numpy")
     itemsize = max(int(array.itemsize), 1)
     run = max(1, min(count // PAGE_RUNS, PAGE_RUN_BYTES // itemsize))
+    sample: NDArray[Any]
     if array.flags.c_contiguous or array.flags.f_contiguous:
         flat = array.reshape(-1, order="C" if array.flags.c_contiguous else "F")  # a view
         if flat.size <= run * PAGE_RUNS:
-            return np.asarray(flat)
+            sample = np.asarray(flat)
+            return sample
         starts = np.linspace(0, flat.size - run, PAGE_RUNS).astype(np.int64)
-        return np.concatenate([np.asarray(flat[start : start + run]) for start in starts])
+        sample = np.concatenate([np.asarray(flat[start : start + run]) for start in starts])
+        return sample
     rows = max(1, run * PAGE_RUNS // max(math.prod(array.shape[1:]), 1))
-    return np.asarray(array[:rows]).reshape(-1)[: run * PAGE_RUNS]
+    sample = np.asarray(array[:rows]).reshape(-1)[: run * PAGE_RUNS]
+    return sample
 
 
-def _array_sample(array: Any) -> Any:
+def _array_sample(array: Any) -> NDArray[Any]:
     np = loaded_module("numpy")
+    sample: NDArray[Any]
     if array.size <= ARRAY_SAMPLE:
-        return array.reshape(-1)
+        sample = array.reshape(-1)
+        return sample
     if is_file_backed(array):
         return page_sample(array, ARRAY_SAMPLE)
     flat = np.random.default_rng(SAMPLE_SEED).choice(array.size, ARRAY_SAMPLE, replace=False)
     flat.sort()
     # Fancy indexing by coordinates reads only the sampled elements, whatever the strides.
-    return array[np.unravel_index(flat, array.shape)]
+    sample = array[np.unravel_index(flat, array.shape)]
+    return sample
 
 
 def array_statistics(array: Any) -> list[str]:

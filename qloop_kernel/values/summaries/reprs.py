@@ -104,6 +104,7 @@ def _array_placeholder(obj: object) -> str | None:
 _BUILTINS = (dict, list, deque, tuple, set, frozenset)
 
 
+# Any: a class whose unbound methods are called on ``obj`` (as fingerprint.builtin_base)
 def _base(obj: object) -> Any:
     """The built-in class of a container: its methods are used, never a subclass's (which may
     block, compute or load)."""

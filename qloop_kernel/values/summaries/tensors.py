@@ -8,7 +8,7 @@ HEAD_ELEMENTS elements, converted on the device where numpy lacks the dtype.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .common import (
     Brief,
@@ -24,6 +24,9 @@ from .common import (
 from .device import device_array, is_jax_array, is_torch_tensor, statistics_lines
 from .lazy import head_extent
 from .numpy import array_statistics, format_array
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
 
 
 def summarize_torch_tensor(tensor: Any, label: str, paging: Paging) -> str:
@@ -46,17 +49,18 @@ def summarize_torch_tensor(tensor: Any, label: str, paging: Paging) -> str:
     return "\n".join(lines).rstrip()
 
 
-def _cpu_numpy_view(tensor: Any) -> Any:
+def _cpu_numpy_view(tensor: Any) -> NDArray[Any] | None:
     """A numpy view of a dense CPU tensor (no copy), or None."""
     if tensor.device.type != "cpu" or tensor.is_sparse or tensor.is_quantized:
         return None
     try:
-        return tensor.detach().numpy()  # shares memory with the tensor
+        view: NDArray[Any] = tensor.detach().numpy()  # shares memory with the tensor
     except (TypeError, RuntimeError):  # bfloat16 and other dtypes numpy lacks
         return None
+    return view
 
 
-def _torch_to_numpy(part: Any) -> Any:
+def _torch_to_numpy(part: Any) -> NDArray[Any]:
     """A small part of a tensor on the host; dtypes numpy lacks are converted on the device."""
     torch = loaded_module("torch")
     part = part.detach()
@@ -68,14 +72,16 @@ def _torch_to_numpy(part: Any) -> Any:
         torch.float64,
     ):
         part = part.to(torch.float32)
-    return part.cpu().numpy()
+    host: NDArray[Any] = part.cpu().numpy()
+    return host
 
 
-def _jax_to_numpy(part: Any) -> Any:
+def _jax_to_numpy(part: Any) -> NDArray[Any]:
     np = loaded_module("numpy")
     if "bfloat16" in str(part.dtype) or "float8" in str(part.dtype):
         part = part.astype("float32")
-    return np.asarray(part)
+    host: NDArray[Any] = np.asarray(part)
+    return host
 
 
 def _head(array: Any, shape: tuple[int, ...], label: str, paging: Paging, to_numpy: Any) -> str:

@@ -7,7 +7,7 @@ only; statistics and values are shown for a DataArray whose data is already in m
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .common import (
     LISTED_COLUMNS,
@@ -26,6 +26,9 @@ from .common import (
 from .numpy import array_head, array_statistics
 from .reprs import bounded_repr
 
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
 
 def is_data_array(obj: object) -> bool:
     """An xarray DataArray."""
@@ -37,12 +40,15 @@ def is_dataset(obj: object) -> bool:
     return instance_of(obj, "xarray", "Dataset")
 
 
-def _in_memory_array(variable: Any) -> Any:
+def _in_memory_array(variable: Any) -> NDArray[Any] | None:
     """The numpy array behind ``variable`` if it is loaded, else None (nothing is loaded)."""
     np = loaded_module("numpy")
     # Variable.data would load a lazily opened file; the wrapped array tells without loading.
     data = getattr(variable, "_data", None)
-    return data if np is not None and isinstance(data, np.ndarray) else None
+    if np is None or not isinstance(data, np.ndarray):
+        return None
+    array: NDArray[Any] = data
+    return array
 
 
 def _storage(variable: Any, indexed: bool = False) -> str:
