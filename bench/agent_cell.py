@@ -11,10 +11,13 @@ summary, ``describe()``, a group-by, the variable list.
 
 Figures: the IOPub bytes of the agent cell against its final record (target: the 200-call cell <=
 2 x its final record + 1 MB), and the kernel process's CPU time per model call (``/proc``; median of
-the runs), qloop / SDK. That ratio has no target: the agent cell also renders the turn, shows each
+the runs), qloop / SDK. IOPub bytes are whole messages as they arrive from the socket: every ZMQ frame
+of each message the cell's request is the parent of (topic, delimiter, signature, header,
+parent_header, metadata, content and buffers), counted before they are decoded. ``--breakdown``
+prints where the last 200-call cell's bytes went, by message type and by what each message shows. That ratio has no target: the agent cell also renders the turn, shows each
 step, checks approval and risk, fingerprints what the turn reads and saves its record, none of which
 the bare SDK loop does (``bench/loop_overhead.py`` compares the loops themselves).
-Run: ``python bench/agent_cell.py [--runs 3]`` (Linux: reads /proc).
+Run: ``python bench/agent_cell.py [--runs 3] [--sizes 200] [--breakdown]`` (Linux: reads /proc).
 """
 
 from __future__ import annotations
@@ -30,11 +33,15 @@ import tempfile
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import zmq  # noqa: E402
+
+from qloop_kernel.notebook.display import ANSWER_MIME  # noqa: E402
 from qloop_kernel.records import MIME_TYPE  # noqa: E402
 from qloop_kernel.testing import Reply, items_to_json, text, tool_use  # noqa: E402
 from tests.kernel_client import LabKernel  # noqa: E402
@@ -146,10 +153,75 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def wire_bytes(message: dict[str, Any]) -> int:
-    """About what a message weighs on the wire: its four JSON parts."""
-    parts = (message["header"], message["parent_header"], message["metadata"], message["content"])
-    return sum(len(json.dumps(p, default=str).encode()) for p in parts)
+class WireSizes:
+    """The size on the wire of every message the kernel client receives, by message id.
+
+    LabKernel's reader thread receives through its client's ``Session.recv``; this one, put in
+    its place on that session, keeps the size of the raw frames before decoding them as it does.
+    """
+
+    def __init__(self, kernel: LabKernel) -> None:
+        self.sizes: dict[str, int] = {}
+        session = kernel._client.session  # the raw frames are not kept by LabKernel itself
+        feed, deserialize = session.feed_identities, session.deserialize
+
+        def recv(socket: Any, mode: int = zmq.NOBLOCK, content: bool = True,
+                 copy: bool = True) -> tuple[Any, Any]:  # fmt: skip
+            try:
+                frames = socket.recv_multipart(mode, copy=True)
+            except zmq.Again:
+                return None, None
+            idents, rest = feed(frames, True)
+            message = deserialize(rest, content=content, copy=True)
+            self.sizes[message["header"]["msg_id"]] = sum(len(frame) for frame in frames)
+            return idents, message
+
+        session.recv = recv
+
+    def of(self, message: dict[str, Any]) -> int:
+        return self.sizes[message["header"]["msg_id"]]
+
+
+def what_it_shows(message: dict[str, Any]) -> str:
+    """A message's type and what it carries (which display, which comm), for the breakdown."""
+    kind, content = message["msg_type"], message["content"]
+    if kind in ("display_data", "update_display_data"):
+        data = content.get("data", {})
+        shown = next((name for mime, name in SHOWN if mime in data), None)
+        if shown is None and "qloop-line" in str(data.get("text/html", "")):
+            shown = "tool or note line"
+        if shown is None and list(data) == ["text/plain"]:
+            shown = "status line (text)"
+        return f"{kind}: {shown or ', '.join(sorted(data))}"
+    if kind in ("comm_open", "comm_msg", "comm_close"):
+        data = content.get("data", {})
+        what = data.get("op") or data.get("method") or content.get("target_name") or "?"
+        if data.get("method") in ("update", "echo_update"):
+            what = f"widget {data['method']} ({', '.join(sorted(data.get('state', {})))})"
+        return f"{kind}: {what}"
+    if kind == "stream":
+        return f"stream: {content.get('name')}"
+    return str(kind)
+
+
+SHOWN = [
+    (MIME_TYPE, "record mirror"),
+    (ANSWER_MIME, "answer"),
+    ("application/vnd.jupyter.widget-view+json", "widget view"),
+]
+
+
+def breakdown(messages: list[dict[str, Any]], wire: WireSizes, calls: int) -> None:
+    by_kind: dict[str, list[int]] = {}
+    for message in messages:
+        by_kind.setdefault(what_it_shows(message), []).append(wire.of(message))
+    total = sum(sum(sizes) for sizes in by_kind.values())
+    print(f"\nIOPub of the last {calls}-call cell: {len(messages):,} messages, "
+          f"{total / 1e6:.3f} MB")  # fmt: skip
+    print(f"{'message: what it shows':<64}{'count':>7}{'MB':>9}{'mean B':>9}")
+    for kind, sizes in sorted(by_kind.items(), key=lambda item: -sum(item[1])):
+        print(f"{kind[:63]:<64}{len(sizes):>7}{sum(sizes) / 1e6:>9.3f}"
+              f"{sum(sizes) / len(sizes):>9,.0f}")  # fmt: skip
 
 
 def timed_cell(kernel: LabKernel, code: str) -> tuple[str, float]:
@@ -173,12 +245,34 @@ def final_record_bytes(kernel: LabKernel, msg_id: str) -> int:
     return len(json.dumps(records[-1]).encode())
 
 
-def agent_run(kernel: LabKernel, base_url: str, calls: int) -> tuple[float, int, int]:
+def running_record_bytes(messages: list[dict[str, Any]], wire: WireSizes) -> int:
+    """The wire bytes of the running (unfinished) records a cell sent, by comm or mirror."""
+    sent = 0
+    for message in messages:
+        data = message["content"].get("data", {})
+        record = data.get("value") if data.get("op") == "set_metadata" else data.get(MIME_TYPE)
+        if isinstance(record, dict) and record.get("status") == "running":
+            sent += wire.of(message)
+    return sent
+
+
+@dataclass
+class AgentRun:
+    cpu: float
+    traffic: int  # IOPub bytes
+    record: int  # the final record's JSON bytes
+    running: int  # IOPub bytes of the running records
+    msg_id: str
+
+
+def agent_run(kernel: LabKernel, wire: WireSizes, base_url: str, calls: int) -> AgentRun:
     load(base_url, calls)
     cell = f"%%agent --new --approve auto --max-turns {calls}\n{PROMPT}"  # its own conversation
     msg_id, cpu = timed_cell(kernel, cell)
-    traffic = sum(wire_bytes(m) for m in kernel.messages(msg_id))
-    return cpu, traffic, final_record_bytes(kernel, msg_id)
+    messages = kernel.messages(msg_id)
+    traffic = sum(wire.of(m) for m in messages)
+    running = running_record_bytes(messages, wire)
+    return AgentRun(cpu, traffic, final_record_bytes(kernel, msg_id), running, msg_id)
 
 
 def sdk_run(kernel: LabKernel, base_url: str, calls: int) -> float:
@@ -189,8 +283,11 @@ def sdk_run(kernel: LabKernel, base_url: str, calls: int) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="paired runs at each size")
+    parser.add_argument("--sizes", type=int, nargs="+", default=SIZES, help="model calls per cell")
+    parser.add_argument("--breakdown", action="store_true", help="where the IOPub bytes go")
     args = parser.parse_args(argv)
-    rows, met = [], True
+    sizes = tuple(sorted(args.sizes))
+    rows, met, running = [], True, []
     with stand_in() as base_url, tempfile.TemporaryDirectory() as home:
         env = {
             "ANTHROPIC_BASE_URL": base_url,
@@ -199,22 +296,26 @@ def main(argv: list[str] | None = None) -> int:
             "QLOOP_SIGNING_KEY_FILE": os.path.join(home, "key"),
         }
         with LabKernel(env) as kernel:
+            wire = WireSizes(kernel)
             kernel.run("%load_ext qloop_kernel\n" + SETUP + SDK_SETUP, timeout=120)
-            agent_run(kernel, base_url, 3), sdk_run(kernel, base_url, 3)  # warm-up
-            for calls in SIZES:
+            agent_run(kernel, wire, base_url, 3), sdk_run(kernel, base_url, 3)  # warm-up
+            for calls in sizes:
                 ours, theirs, traffic, record = [], [], [], []
                 for _ in range(args.runs):
-                    cpu, sent, size = agent_run(kernel, base_url, calls)
-                    ours.append(cpu), traffic.append(sent), record.append(size)
+                    run = agent_run(kernel, wire, base_url, calls)
+                    ours.append(run.cpu), traffic.append(run.traffic), record.append(run.record)
+                    running.append(run.running)
                     theirs.append(sdk_run(kernel, base_url, calls))
                 rows.append((calls, ours, theirs, traffic, record))
+            if args.breakdown:
+                breakdown(kernel.messages(run.msg_id), wire, sizes[-1])
     print(f"{'calls':>5}{'qloop ms/call':>15}{'SDK ms/call':>13}{'ratio':>7}"
           f"{'IOPub MB':>10}{'record MB':>11}{'IOPub limit MB':>16}")  # fmt: skip
     for calls, ours, theirs, traffic, record in rows:
         ratio = statistics.median(a / b for a, b in zip(ours, theirs, strict=True))
         sent, size = statistics.median(traffic), statistics.median(record)
         limit = 2 * size + IOPUB_SLACK
-        met = met and (calls != max(SIZES) or sent <= limit)
+        met = met and (calls != max(sizes) or sent <= limit)
         print(f"{calls:>5}{statistics.median(ours) / calls * 1000:>15.2f}"
               f"{statistics.median(theirs) / calls * 1000:>13.2f}{ratio:>7.2f}"
               f"{sent / 1e6:>10.2f}{size / 1e6:>11.2f}{limit / 1e6:>16.2f}")  # fmt: skip
@@ -225,6 +326,8 @@ def main(argv: list[str] | None = None) -> int:
     sent, size = statistics.median(traffic), statistics.median(record)
     print(f"IOPub bytes of the {calls}-call cell: {sent / 1e6:.2f} MB, final record "
           f"{size / 1e6:.2f} MB (target <= {(2 * size + IOPUB_SLACK) / 1e6:.2f} MB)")  # fmt: skip
+    print(f"of which running records of the {calls}-call cells (saved as they run, more as a "
+          f"cell takes longer): {', '.join(f'{b / 1e6:.2f}' for b in running[-args.runs:])} MB")  # fmt: skip
     return 0 if met else 1
 
 

@@ -110,8 +110,8 @@ FIGURES = [
     ),
     Figure(
         "agent_cell.py",
-        "IOPub bytes of a 200-call `%%agent` cell through a real kernel (mirror, comm, display) "
-        "against its final record",
+        "IOPub bytes of a 200-call `%%agent` cell through a real kernel (mirror, comm, display), "
+        "whole messages as sent (every frame), against its final record",
         (rf"IOPub bytes of the 200-call cell: (?P<mb>{NUMBER}) MB, final record (?P<rec>{NUMBER}) "
          rf"MB \(target <= (?P<limit>{NUMBER}) MB\)",),
         lambda v: f"{v['mb']:.2f} MB for a {v['rec']:.2f} MB record",
