@@ -55,10 +55,11 @@ def tool(
     name: str | None = None,
     replace: bool = False,
 ) -> _F | Callable[[_F], _F]:
-    """Register a notebook function as an agent tool (see ``qloop_kernel.tools.user.tool``)."""
-    from .tools.user import tool as register
+    """Register a notebook function as an agent tool of the running kernel's session (see
+    ``qloop_kernel.tools.user.UserTools.tool``)."""
+    from .notebook.session import user_tools
 
-    decorate = register(read_only=read_only, name=name, replace=replace)
+    decorate = user_tools().tool(read_only=read_only, name=name, replace=replace)
     return decorate if func is None else decorate(func)
 
 

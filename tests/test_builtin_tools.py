@@ -9,7 +9,7 @@ from qloop_kernel.messages import ToolCall
 from qloop_kernel.notebook.tools import builtin_tools
 from qloop_kernel.policy.permissions import AutoApprover
 from qloop_kernel.tools.runtime import Tool, ToolRuntime
-from qloop_kernel.tools.user import ToolNameTaken, tool, unregister_all
+from qloop_kernel.tools.user import ToolNameTaken, UserTools
 
 
 @pytest.fixture
@@ -36,27 +36,24 @@ def test_model_mistakes_come_back_plain_without_a_traceback(runtime: ToolRuntime
 
 
 def test_tool_names_are_unique_and_replacing_never_lowers_approval() -> None:
-    unregister_all()
-    try:
-        with pytest.raises(ToolNameTaken, match="built-in"):
-            tool(lambda code: code, name="run_code")
-        with pytest.raises(ToolNameTaken, match="cannot be read_only"):
-            tool(lambda code: code, name="run_code", read_only=True, replace=True)
+    tool = UserTools().tool  # one kernel's registry
+    with pytest.raises(ToolNameTaken, match="built-in"):
+        tool(lambda code: code, name="run_code")
+    with pytest.raises(ToolNameTaken, match="cannot be read_only"):
+        tool(lambda code: code, name="run_code", read_only=True, replace=True)
 
-        def revenue(region: str) -> str:
-            """Revenue."""
-            return region
+    def revenue(region: str) -> str:
+        """Revenue."""
+        return region
 
-        tool(revenue, read_only=True)
-        tool(revenue, read_only=True)  # the same cell run again: an update
+    tool(revenue, read_only=True)
+    tool(revenue, read_only=True)  # the same cell run again: an update
 
-        def other(region: str) -> str:
-            """Another."""
-            return region
+    def other(region: str) -> str:
+        """Another."""
+        return region
 
-        with pytest.raises(ToolNameTaken, match="already registered"):
-            tool(other, name="revenue")
-        with pytest.raises(ValueError, match="two tools are named"):
-            ToolRuntime.of([Tool.from_function(other), Tool.from_function(other)], AutoApprover())
-    finally:
-        unregister_all()
+    with pytest.raises(ToolNameTaken, match="already registered"):
+        tool(other, name="revenue")
+    with pytest.raises(ValueError, match="two tools are named"):
+        ToolRuntime.of([Tool.from_function(other), Tool.from_function(other)], AutoApprover())

@@ -81,3 +81,22 @@ def test_the_built_in_tools_are_built_once_and_bound_to_each_turn(shell: Interac
     run_code = second["run_code"]
     with pytest.raises(ToolFailure, match="the 1 s limit"):
         run_code.call(run_code.input_model(code="import time; time.sleep(5)"))
+
+
+def test_registered_tools_belong_to_the_kernel_session(shell: InteractiveShell) -> None:
+    import qloop_kernel
+
+    session = session_for(shell)
+
+    def revenue(region: str) -> str:
+        """Revenue of a region."""
+        return region
+
+    try:
+        qloop_kernel.tool(revenue, read_only=True)
+        assert [t.name for t in session.user_tools.tools()] == ["revenue"]
+        agent = shell.magics_manager.registry["AgentMagics"].agent
+        assert "revenue" in {t.name for t in agent.tools(agent.manager.settings)}
+        assert session_for(_Shell()).user_tools.tools() == []  # another kernel's are its own
+    finally:
+        session.user_tools.clear()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..tools import user
 from ..tools.runtime import ToolRuntime
 
 
@@ -32,12 +31,12 @@ class StepGuard:
         self._before = self._state(runtime)
         self._remember(runtime)
         self.agent.step_running = True
-        user.freeze()
+        self.agent.session.user_tools.freeze()
 
     def after(self, runtime: ToolRuntime) -> str | None:
         """None when nothing that decides approval changed; otherwise what changed."""
         self.agent.step_running = False
-        user.thaw()
+        self.agent.session.user_tools.thaw()
         now = self._state(runtime)
         changed = [name for name, value in now.items() if self._before.get(name) != value]
         if not changed:
@@ -120,7 +119,8 @@ class StepGuard:
             "the kernel's policy": self.agent.base_settings.model_dump_json(),
             "the tools": _tool_table(runtime),
             "the registered tools": tuple(
-                (t.name, t.requires_approval, id(t)) for t in user.registered_tools()
+                (t.name, t.requires_approval, id(t))
+                for t in self.agent.session.user_tools.tools()
             ),
             "the guard": (
                 type(runtime).run,

@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # types only: the session imports nothing heavy when the exte
     from ..conversation import ConversationManager
     from ..redact import PrivateVariables
     from ..settings import Settings
+    from ..tools.user import UserTools
     from .deadline import TurnWatch
     from .undo import UndoLog
 
@@ -50,6 +51,7 @@ class KernelSession:
         self.config: Configurable | None = None  # the ``QloopAgent`` configurable (magic.py)
         self.agent: SessionAgent | None = None  # made by the first agent cell or command
         self._undo: UndoLog | None = None
+        self._user_tools: UserTools | None = None
 
     @property
     def undo(self) -> UndoLog:
@@ -59,6 +61,15 @@ class KernelSession:
 
             self._undo = UndoLog(self.shell)
         return self._undo
+
+    @property
+    def user_tools(self) -> UserTools:
+        """The tools registered with ``@qloop_kernel.tool`` in this kernel."""
+        if self._user_tools is None:
+            from ..tools.user import UserTools
+
+            self._user_tools = UserTools()
+        return self._user_tools
 
     @property
     def watch(self) -> TurnWatch | None:
@@ -92,6 +103,17 @@ def session_for(shell: Any) -> KernelSession:
     if found is None:
         found = _sessions[shell] = KernelSession(shell)
     return found
+
+
+def user_tools() -> UserTools:
+    """The registry of the running IPython kernel's session (``@qloop_kernel.tool``). Outside
+    IPython there is no agent to give tools to: a registry of its own still checks the tool."""
+    from IPython import get_ipython
+
+    from ..tools.user import UserTools
+
+    shell = get_ipython()
+    return session_for(shell).user_tools if shell is not None else UserTools()
 
 
 def undo_log(shell: Any) -> UndoLog:

@@ -13,7 +13,6 @@ from ..notebook_view import render
 from ..redact import PrivateVariables
 from ..tools.namespace import MAX_ROWS
 from ..tools.runtime import Tool
-from ..tools.user import with_registered
 from .code import CodeRunner
 
 if TYPE_CHECKING:
@@ -78,7 +77,9 @@ class BuiltinTools:
         self.runner.timeout_s = code_timeout_s
         self.runner.private = self.private()
         offered = [t for t in self._tools if t.name != "read_notebook" or notebook is not None]
-        return with_registered(offered)
+        from .session import session_for
+
+        return session_for(self.shell).user_tools.with_registered(offered)
 
     def _build(self) -> list[Tool]:
         return _builtin_set(self)
