@@ -264,3 +264,49 @@ def test_a_turn_that_stops_withdraws_the_proposals_shown_ahead(lab: Any, api: St
     lab.comm_msg(comm_id, {"op": "ack", "request_id": withdraw["request_id"], "ok": True})
     assert lab.complete(cell, 60)["content"]["status"] == "error"
     assert len(api.requests) == 1  # the model is not called again
+
+
+class _PageStoppedWhileSending:
+    """The page side of the comm, as the kernel reaches it: the second proposal shown ahead is
+    sent, then the user's Stop (a KeyboardInterrupt) lands before the kernel notes it."""
+
+    operations = frozenset({"propose", "withdraw", "read_notebook"})
+
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+        self.withdrawn: list[str] = []
+
+    def send(self, op: str, **fields: Any) -> str:
+        self.sent.append(fields["proposal"])
+        if len(self.sent) == 2:
+            raise KeyboardInterrupt
+        return f"g{len(self.sent)}"
+
+    def forget(self, request_id: str) -> None:
+        pass
+
+    def request(self, op: str, timeout_s: float, **fields: Any) -> dict[str, Any]:
+        assert op == "withdraw"
+        self.withdrawn.append(fields["proposal"])
+        return {"ok": True}
+
+
+def test_a_stop_while_a_proposal_is_sent_ahead_still_withdraws_it() -> None:
+    from qloop_kernel.messages import ToolCall
+    from qloop_kernel.notebook.proposals import CellProposals
+    from qloop_kernel.policy.permissions import ApprovalRequest
+    from qloop_kernel.policy.risk import Assessment
+
+    page = _PageStoppedWhileSending()
+    first = ToolCall("c1", "add_cell", {"source": "a = 1"})
+    second = ToolCall("c2", "add_cell", {"source": "b = 2"})
+    proposals = CellProposals(
+        "agent", page, lambda: ["agent"], lambda _: Assessment("write", (), frozenset()),  # type: ignore[arg-type]
+        upcoming=lambda: [second],
+        would_ask=lambda call: ApprovalRequest(call, call.name),
+    )  # fmt: skip
+    with pytest.raises(KeyboardInterrupt):
+        proposals.decide(ApprovalRequest(first, "add_cell"))
+    proposals.finish()  # the turn ends
+    assert [p["id"] for p in page.sent] == ["c1", "c2"]
+    assert page.withdrawn == ["c2"]

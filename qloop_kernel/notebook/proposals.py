@@ -105,7 +105,7 @@ class CellProposals:
             if sent is not None:
                 self._withdraw(call.id, sent)
             return Deny(missing)
-        if sent is None:
+        if not sent:  # not shown ahead (or its send was cut short)
             sent = self._send(call.id, call.name, dict(call.input), request.assessment,
                               accepted=False)  # fmt: skip
             if sent is not None:
@@ -140,9 +140,12 @@ class CellProposals:
             if request is None:
                 break
             after = last_add if call.name == "add_cell" and not input.get("after") else None
+            # Noted before it is sent: a Stop between the two still withdraws it at the end.
+            self._sent[call.id] = ""
             sent = self._send(call.id, call.name, input, request.assessment, accepted=False,
                               after_proposal=after)  # fmt: skip
             if sent is None:
+                del self._sent[call.id]
                 break
             self._sent[call.id] = sent
             if call.name == "add_cell":
@@ -352,7 +355,8 @@ class _ByTool:
             return self.proposals.decide(request)
         return self.others.decide(request)
 
-    def __getattr__(self, name: str) -> Any:  # the card's extras (cards, hints) stay reachable
+    # Any: the other approver's extras (the card's cards, hints) stay reachable as they are
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.others, name)
 
 
