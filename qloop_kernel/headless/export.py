@@ -10,10 +10,13 @@ metadata and outputs are left out, so the result needs neither qloop_kernel nor 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..records import METADATA_KEY, MIME_TYPE, CellRecord, RecordError, load_record
 from ..text import counted
+
+if TYPE_CHECKING:
+    from nbformat import NotebookNode
 
 _LOAD_EXT = re.compile(r"^\s*%(load_ext|reload_ext)\s+qloop_kernel\s*$")
 _AGENT_LINE = re.compile(r"^\s*%agent\b")
@@ -99,11 +102,11 @@ def exported_cells(nb: Any) -> list[tuple[str, str]]:
     return cells
 
 
-def to_notebook(nb: Any) -> Any:
+def to_notebook(nb: Any) -> NotebookNode:
     """A new notebook of plain cells (no outputs, no qloop metadata), same notebook metadata."""
     import nbformat
 
-    out = nbformat.v4.new_notebook(metadata=dict(nb.metadata))
+    out: NotebookNode = nbformat.v4.new_notebook(metadata=dict(nb.metadata))
     makers = {
         "code": nbformat.v4.new_code_cell,
         "markdown": nbformat.v4.new_markdown_cell,

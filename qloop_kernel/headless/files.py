@@ -10,9 +10,12 @@ import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import QloopError
+
+if TYPE_CHECKING:
+    from nbformat import NotebookNode
 
 # The exit codes of `qloop` (docs/clients.md, `qloop --help`).
 EXIT_OK = 0
@@ -32,7 +35,7 @@ class CliError(QloopError):
         self.code = code
 
 
-def read_notebook(path: str | Path) -> Any:
+def read_notebook(path: str | Path) -> NotebookNode:
     """The notebook at ``path``, validated; a :class:`CliError` naming the mistake otherwise."""
     import nbformat
 
@@ -60,7 +63,7 @@ def read_notebook(path: str | Path) -> Any:
             f"{source} is not a Jupyter notebook: {shape}; give a .ipynb file saved by Jupyter"
         )
     try:
-        nb = nbformat.reads(text, as_version=4)
+        nb: NotebookNode = nbformat.reads(text, as_version=4)
         nbformat.validate(nb)
     except Exception as exc:  # nbformat raises what the JSON's shape makes it raise
         raise CliError(

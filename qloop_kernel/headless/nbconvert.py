@@ -16,12 +16,15 @@ for any failing cell (``QLOOP_CONTINUE_ON_DENIED=1`` goes on).
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nbconvert.preprocessors import ExecutePreprocessor
 from traitlets import Bool
 
 from .runner import SendsCellMetadata
+
+if TYPE_CHECKING:
+    from nbformat import NotebookNode
 
 
 class ReplayPreprocessor(SendsCellMetadata, ExecutePreprocessor):
@@ -36,7 +39,9 @@ class ReplayPreprocessor(SendsCellMetadata, ExecutePreprocessor):
         super().__init__(**kwargs)
         self.send_cell_metadata()
 
-    def preprocess(self, nb: Any, resources: Any = None, km: Any = None) -> Any:
+    def preprocess(
+        self, nb: Any, resources: Any = None, km: Any = None
+    ) -> tuple[NotebookNode, dict[str, Any]]:
         from ..notebook.replay import RECEIVED_OPT_IN
 
         before = os.environ.get(RECEIVED_OPT_IN)

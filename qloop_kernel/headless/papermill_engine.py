@@ -11,13 +11,18 @@ as for any failing cell (``QLOOP_CONTINUE_ON_DENIED=1`` goes on).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from papermill.clientwrap import PapermillNotebookClient
 from papermill.engines import NBClientEngine
 from papermill.utils import merge_kwargs, remove_args
 
 from .runner import SendsCellMetadata
+
+if TYPE_CHECKING:
+    from logging import Logger
+
+    from nbformat import NotebookNode
 
 
 class ReplayingPapermillClient(SendsCellMetadata, PapermillNotebookClient):  # type: ignore[misc]
@@ -42,7 +47,7 @@ class QloopEngine(NBClientEngine):  # type: ignore[misc]
         start_timeout: float = 60,
         execution_timeout: float | None = None,
         **kwargs: Any,
-    ) -> Any:
+    ) -> NotebookNode:
         # The same arguments papermill's NBClientEngine passes to its client.
         input_path = kwargs.get("input_path")
         kwargs = remove_args(["input_path"], **kwargs)
@@ -60,12 +65,14 @@ class QloopEngine(NBClientEngine):  # type: ignore[misc]
         client = ReplayingPapermillClient(nb_man, **final_kwargs)
         client.notebook_path = str(input_path or "")
         try:
-            return client.execute()
+            executed: NotebookNode = client.execute()
+            return executed
         finally:
             client.apply_proposals()
 
 
-def _logger() -> Any:
+def _logger() -> Logger:
     from papermill.log import logger
 
-    return logger
+    papermill_logger: Logger = logger  # papermill comes without stubs
+    return papermill_logger

@@ -15,7 +15,7 @@ import os
 import signal
 import sys
 import uuid
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from nbclient import NotebookClient
 from nbclient.util import ensure_async, run_sync
@@ -25,6 +25,11 @@ from ..records import METADATA_KEY, MIME_TYPE, RecordError, load_record
 from ..records.text import usage_line
 from ..redact import redact_text
 from ..text import clip, counted
+
+if TYPE_CHECKING:
+    from jupyter_client.client import KernelClient
+    from jupyter_client.manager import KernelManager
+    from nbformat import NotebookNode
 
 
 def mirrored_record(cell: Any) -> dict[str, Any] | None:
@@ -57,9 +62,11 @@ class SendsCellMetadata:
         self.on_cell_execute = self._before_cell
         self.on_cell_executed = self._after_cell
 
-    async def async_start_new_kernel_client(self) -> Any:
-        client = await super().async_start_new_kernel_client()  # type: ignore[misc]  # a mixin
-        client.execute = self._execute_with_metadata  # sends the cell's metadata
+    async def async_start_new_kernel_client(self) -> KernelClient:
+        # A mixin: super() is the nbclient client it is mixed into.
+        client: KernelClient = await super().async_start_new_kernel_client()  # type: ignore[misc]
+        # Replaced on this client only: its execute requests carry the cell's metadata.
+        client.execute = self._execute_with_metadata  # type: ignore[method-assign]
         return client
 
     # nbclient binds the synchronous form to its own coroutine: papermill and nbconvert call it.
@@ -81,9 +88,12 @@ class SendsCellMetadata:
         kc.shell_channel.send(msg)
         return str(msg["header"]["msg_id"])
 
-    def process_message(self, msg: dict[str, Any], cell: Any, cell_index: int) -> Any:
+    def process_message(
+        self, msg: dict[str, Any], cell: Any, cell_index: int
+    ) -> NotebookNode | None:
         """nbclient's handling of each IOPub message, and an agent cell's steps as they happen."""
-        output = super().process_message(msg, cell, cell_index)  # type: ignore[misc]  # a mixin
+        # A mixin: super() is the nbclient client it is mixed into.
+        output: NotebookNode | None = super().process_message(msg, cell, cell_index)  # type: ignore[misc]
         if self.progress is not None and is_agent_source(cell.source):
             step = step_line(msg)
             if step is not None and step != self._last_step:
@@ -267,7 +277,7 @@ class AgentNotebookClient(SendsCellMetadata, NotebookClient):
         if self.km is not None:  # once: after a signal, nbclient's own exit cleans up again
             await super()._async_cleanup_kernel()
 
-    def create_kernel_manager(self) -> Any:
+    def create_kernel_manager(self) -> KernelManager:
         """The kernel talks over IPC sockets in the user's runtime directory: nothing on a port."""
         from jupyter_core.paths import jupyter_runtime_dir
 

@@ -41,6 +41,8 @@ from .pump import wait_until, wake
 from .waiting import announced
 
 if TYPE_CHECKING:
+    from pygments.lexers import PythonLexer
+
     from ..policy.risk import Assessment, Risk
 
 # Theme colours (JupyterLab's CSS variables, so Light and Dark both read well) of each class.
@@ -102,7 +104,7 @@ def highlight(code: str) -> str:
 
 
 @functools.cache
-def _lexer() -> Any:
+def _lexer() -> PythonLexer:
     """One lexer for every card: it keeps no state between codes."""
     from pygments.lexers import PythonLexer
 

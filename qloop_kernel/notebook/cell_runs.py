@@ -18,7 +18,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from .code import CodeRunner, Ran
     from .notebook_grants import NotebookGrantStore
 
+_Json: TypeAlias = "str | int | float | bool | None | dict[str, _Json] | list[_Json]"
 CELL_OPS = frozenset({"cell_source", "set_outputs"})
 """What a page must answer for the agent to run its cells."""
 
@@ -196,7 +197,7 @@ def _error_output(ran: Ran) -> dict[str, Any]:
             "traceback": [str(t) for t in traceback]}  # fmt: skip
 
 
-def _json(value: Any) -> Any:
+def _json(value: Any) -> _Json:
     """A display bundle as JSON (bytes, as IPython gives a PNG, in base64)."""
     if isinstance(value, bytes):
         return base64.b64encode(value).decode("ascii")

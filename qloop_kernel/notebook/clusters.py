@@ -27,10 +27,13 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..text import counted
 from .deadline import STOPPED, StepStopped
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
 
 T = TypeVar("T")
 CANCEL_WAIT_S = 10.0  # the longest a stopped step waits for its cluster work to be cancelled
@@ -111,12 +114,12 @@ def _cancel_futures(client: Any, keys: list[Any]) -> int:
 # ---------------------------------------------------------------------------------------------
 
 
-def _spark_context() -> Any:
+def _spark_context() -> SparkContext | None:
     """The running SparkContext of this process, or None (never starts one)."""
     module = sys.modules.get("pyspark")
     context_class = vars(module).get("SparkContext") if module is not None else None
     # _active_spark_context is private: SparkContext.getOrCreate() would start one.
-    context = getattr(context_class, "_active_spark_context", None)
+    context: SparkContext | None = getattr(context_class, "_active_spark_context", None)
     return context if getattr(context, "_jsc", None) is not None else None
 
 

@@ -118,7 +118,7 @@ class Ran:
     secrets: list[str]  # private values to redact from what it shows
     traceback: list[str] | None = None  # the error as IPython shows it (kept with own_result)
 
-    def redacting(self) -> Any:
+    def redacting(self) -> contextlib.AbstractContextManager[None]:
         return redacting_also(self.secrets)
 
     def content(self) -> list[Block]:

@@ -19,6 +19,8 @@ from ..text import counted
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
+    from ..policy.risk import Risk
+    from ..tools.runtime import Tool
     from .agent import KernelAgent
 
 
@@ -171,6 +173,7 @@ def _allow(magics: AgentMagics, args: list[str]) -> None:
 
     agent = magics.agent
     tool = _known_tool(agent, args[0], "allow")
+    assert tool is not None  # no extra names: a tool, or refused
     words = list(args[1:])
     scope: Scope = "session"
     if words and words[-1] in SCOPES:
@@ -197,7 +200,7 @@ def _allow_usage() -> str:
     return ALLOW_USAGE.format(classes=", ".join(RISKS))
 
 
-def _granted_class(tool: Any, word: str | None) -> Any:
+def _granted_class(tool: Any, word: str | None) -> Risk | None:
     """The class ``%agent allow`` grants: None (every call) for "all" or an unclassified tool."""
     from ..policy.risk import RISKS
 
@@ -223,9 +226,12 @@ def _need_notebook(agent: Any, shell: Any) -> None:
         )
 
 
-def _known_tool(agent: Any, name: str, command: str, *, extra: tuple[str, ...] = ()) -> Any:
-    """The tool named ``name``; an unknown name is refused with the closest known names."""
-    tools = {t.name: t for t in agent.tools(agent.manager.settings)}
+def _known_tool(
+    agent: Any, name: str, command: str, *, extra: tuple[str, ...] = ()
+) -> Tool | None:
+    """The tool named ``name`` (None for a name in ``extra``); an unknown name is refused with the
+    closest known names."""
+    tools: dict[str, Tool] = {t.name: t for t in agent.tools(agent.manager.settings)}
     if name in tools:
         return tools[name]
     if name in extra:

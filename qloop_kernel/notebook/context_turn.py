@@ -9,7 +9,7 @@ unless ``QLOOP_RULES=all``. The cell's first line says which rules were used and
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
@@ -31,6 +31,11 @@ from ..messages import ToolCall
 from ..text import counted
 from ..turn_context import TurnContext, estimate_request
 from .cell import CellContext
+
+if TYPE_CHECKING:
+    from ..policy.permissions import ApprovalRequest
+    from ..pricing import Price
+    from ..settings import Settings
 
 RULES_NOTICE = (
     "A project rules file goes into the agent's instructions on every turn in this project: it "
@@ -76,7 +81,7 @@ def _ask(use: RulesUse, approvals: RulesApprovals, cell: CellContext) -> RulesUs
     return RulesUse(use.file, "declined")
 
 
-def rules_request(use: RulesUse) -> Any:
+def rules_request(use: RulesUse) -> ApprovalRequest:
     """The approval card's request for one project rules file: its text, or what changed."""
     from ..policy.permissions import ApprovalRequest
 
@@ -196,7 +201,7 @@ def _context_words(words: list[str]) -> tuple[bool, list[str]]:
     return full, split_items(given)
 
 
-def _price(settings: Any) -> Any:
+def _price(settings: Settings) -> Price | None:
     from ..pricing import UnknownModelPrice
 
     try:

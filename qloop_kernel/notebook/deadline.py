@@ -242,6 +242,7 @@ def stop_on_arrival(widget: Any, on_click: Callable[[], None]) -> bool:
     if not callable(route) or not _routes_comm_messages():
         return False
 
+    # Any: what ipykernel's private router answers, passed on as it is
     def routed(data: Any, default: Any) -> Any:
         if _is_click(data):
             try:

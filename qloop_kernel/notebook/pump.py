@@ -29,11 +29,14 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from importlib import metadata
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import zmq
 
 from ..errors import QloopError
+
+if TYPE_CHECKING:
+    from zmq.eventloop.zmqstream import ZMQStream
 
 __all__ = [
     "PumpUnavailable",
@@ -91,6 +94,7 @@ def _unavailable(what: str) -> PumpUnavailable:
     )
 
 
+# Any: an ipykernel internal, whatever that version has at ``path``
 def _require(obj: Any, path: str) -> Any:
     """Follow the dotted ``path`` from ``obj``; raise PumpUnavailable at a missing step."""
     current = obj
@@ -104,10 +108,10 @@ def _require(obj: Any, path: str) -> Any:
     return current
 
 
-def _main_shell_stream(kernel: Any) -> Any:
+def _main_shell_stream(kernel: Any) -> ZMQStream:
     """The ZMQStream on which the main thread receives main-shell requests (ipykernel 7)."""
     pair_for = _require(kernel, "shell_channel_thread.manager.get_shell_channel_to_subshell_pair")
-    stream = getattr(pair_for(None), "to_stream", None)
+    stream: ZMQStream | None = getattr(pair_for(None), "to_stream", None)
     if stream is None:
         raise _unavailable("the main-shell socket pair has no to_stream")
     return stream
@@ -143,6 +147,7 @@ def check_supported(kernel: Any | None = None) -> None:
             raise _unavailable(f"pyzmq internal ZMQStream.{name} is missing")
 
 
+# Any: ipykernel's kernel, whose internals the pump reads after check_supported
 def _running_kernel() -> Any | None:
     """The ipykernel kernel of this process, or None (without importing ipykernel)."""
     kernelbase = sys.modules.get("ipykernel.kernelbase")
@@ -313,7 +318,7 @@ class ShellPump:
             _log.error("Dropped %d shell requests: the stream had no receive callback", len(held))
         self._stream.on_recv(original, copy=original_copy)
 
-    def _hand_back(self, original: Callable[[Any], Any], frames: list[Any], message: Any) -> Any:
+    def _hand_back(self, original: Callable[[Any], Any], frames: list[Any], message: Any) -> object:
         """Give one held request to the stream's own callback (the event loop runs this)."""
         with contextlib.suppress(ValueError):
             self._handed_back.remove(frames)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.display import display
 
@@ -21,6 +21,9 @@ from ..records import MIME_TYPE, CellRecord, unsigned_json
 from ..records.html import to_html
 from ..records.text import to_markdown
 from ..text import truncate
+
+if TYPE_CHECKING:
+    from comm.base_comm import BaseComm
 
 log = logging.getLogger("qloop.store")
 COMM_TARGET = "qloop"
@@ -33,7 +36,7 @@ class _Bridge:
     """One comm per kernel to the frontend; replies (acks) are logged, never waited for."""
 
     def __init__(self) -> None:
-        self._comm: Any = None
+        self._comm: BaseComm | None = None
         self._ids = itertools.count(1)
 
     def send(self, payload: dict[str, Any]) -> None:
@@ -44,7 +47,7 @@ class _Bridge:
             log.info("qloop comm unavailable (%s); the output mirror keeps the record", exc)
             self._comm = None
 
-    def _open(self) -> Any:
+    def _open(self) -> BaseComm:
         if self._comm is None or getattr(self._comm, "_closed", False):
             from comm import create_comm
 

@@ -23,7 +23,7 @@ import types
 from collections import OrderedDict, deque
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..records.drift import CHANGES_HEADING
 from ..values import fingerprint as fingerprints
@@ -44,6 +44,9 @@ from ..values.summaries.arrow import is_arrow_array, is_arrow_table
 from ..values.summaries.common import instance_of, is_lazy_like, libraries_of
 from ..values.summaries.device import device_array, is_device_array, is_jax_array
 from ..values.summaries.polars import is_polars_frame, is_polars_series
+
+if TYPE_CHECKING:
+    from ..policy.risk import Assessment
 
 MAX_RECORDED_STEPS = 500  # steps whose changes are kept for their records
 WALK_OBJECTS = 100_000  # objects a plain value may hold and still be measured and deep-copied
@@ -647,7 +650,7 @@ class UndoLog:
         self.on_step: list[Callable[[StepChanges | None], None]] = []  # a newer step replaces it
         self.on_undone: list[Callable[[UndoReport], None]] = []
 
-    def _classify(self, code: str) -> Any:
+    def _classify(self, code: str) -> Assessment:
         from ..policy.risk import classify
 
         try:

@@ -13,7 +13,10 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from comm.base_comm import BaseComm
 
 log = logging.getLogger("qloop.waiting")
 WAITING_TARGET = "qloop.waiting"
@@ -40,7 +43,7 @@ def announced(cell_id: str | None, widget: Any) -> Iterator[None]:
                 comm.close()
 
 
-def _open(cell_id: str, widget: Any) -> Any:
+def _open(cell_id: str, widget: Any) -> BaseComm | None:
     try:
         from comm import create_comm
 

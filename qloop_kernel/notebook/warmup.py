@@ -19,6 +19,7 @@ import os
 import pkgutil
 import threading
 from collections.abc import Callable, Iterable
+from types import ModuleType
 from typing import Any
 
 log = logging.getLogger("qloop.warmup")
@@ -171,8 +172,8 @@ def _notebook_modules() -> list[str]:
     return [f"{notebook.__name__}.{m.name}" for m in pkgutil.iter_modules(notebook.__path__)]
 
 
-def _importer(name: str) -> Callable[[], Any]:
-    def step() -> Any:
+def _importer(name: str) -> Callable[[], ModuleType]:
+    def step() -> ModuleType:
         return importlib.import_module(name)
 
     step.__qualname__ = f"import {name}"
