@@ -17,9 +17,6 @@ MARK = "# Any:"
 # Pending: functions whose bare ``-> Any`` is yet to be typed or explained; drop each once it is.
 PENDING: set[tuple[str, str]] = {
     ("qloop_kernel/notebook/display.py", "show_answer"),
-    ("qloop_kernel/notebook/session.py", "mcp_config"),
-    ("qloop_kernel/records/schema.py", "_canonical"),
-    ("qloop_kernel/tools/runtime.py", "call"),
     ("qloop_kernel/values/summaries/common.py", "loaded_module"),
     ("qloop_kernel/values/summaries/pandas.py", "_sample_positions"),
     ("qloop_kernel/values/summaries/pandas.py", "frame"),

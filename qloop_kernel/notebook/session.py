@@ -89,7 +89,7 @@ class KernelSession:
             return PrivateVariables()
         return private_variables(self.agent.manager)
 
-    def mcp_config(self) -> Any:
+    def mcp_config(self) -> Any:  # Any: the config value as the user wrote it (mcp/config.py reads it)
         """``c.QloopAgent.mcp_servers`` as configured now (read at each use)."""
         return getattr(self.config, "mcp_servers", None)
 

@@ -287,7 +287,7 @@ class CellRecord(_Strict):
         return self.sealed().model_dump(mode="json")
 
 
-def _canonical(value: Any) -> Any:
+def _canonical(value: Any) -> Any:  # Any: a JSON value of any shape, returned in that shape
     """Whole-number floats as ints: a browser saves 1.0 as 1, and the digest must survive that."""
     if isinstance(value, float) and value.is_integer():
         return int(value)

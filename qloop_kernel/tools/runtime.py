@@ -136,7 +136,7 @@ class Tool:
             }
         return self._schema
 
-    def call(self, validated: BaseModel) -> Any:
+    def call(self, validated: BaseModel) -> Any:  # Any: whatever the tool function returns
         if self.takes_model:
             return self.func(validated)
         return self.func(**{k: getattr(validated, k) for k in type(validated).model_fields})
