@@ -118,7 +118,7 @@ def _answer(saved: Any) -> str:
 def task_notebook(task: Task, options: RunOptions, max_cost: float | None) -> NotebookNode:
     """The notebook a trial runs: the task's, prepared as the module docstring says."""
     nb: NotebookNode = copy.deepcopy(task.notebook)
-    cells = [nbformat.v4.new_code_cell(PREAMBLE)]  # type: ignore[no-untyped-call]
+    cells = [nbformat.v4.new_code_cell(PREAMBLE)]
     for cell in nb.cells:
         if SOLUTION_TAG in tags(cell):
             continue
@@ -126,7 +126,7 @@ def task_notebook(task: Task, options: RunOptions, max_cost: float | None) -> No
         if is_agent(cell):
             cell.source = _agent_source(cell.source, task, options, max_cost)
             _tolerate_error(cell)
-            handoff = nbformat.v4.new_code_cell("answer = ''")  # type: ignore[no-untyped-call]
+            handoff = nbformat.v4.new_code_cell("answer = ''")
             handoff.metadata["qloop_eval_role"] = ANSWER_ROLE
             _tolerate_error(handoff)
             cells.append(handoff)

@@ -130,7 +130,7 @@ class Runner:
             return  # not kept: --resume runs it again
         path = executed_path(self.folder, task.id, trial)
         path.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(nb, str(path))  # type: ignore[no-untyped-call]
+        nbformat.write(nb, str(path))
         result.harness_s = time.perf_counter() - started - result.kernel_s
         with self.state.lock:
             self.state.results.append(result.to_json())

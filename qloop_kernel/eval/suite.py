@@ -120,7 +120,7 @@ def load_task(path: Path) -> Task:
     if not path.is_file():
         raise SuiteError(f"{path}: no such task notebook")
     try:
-        nb = nbformat.read(path, as_version=4)  # type: ignore[no-untyped-call]
+        nb = nbformat.read(path, as_version=4)
         nbformat.validate(nb)
     except Exception as exc:
         raise SuiteError(f"{path}: not a valid notebook: {_first_line(exc)}") from None

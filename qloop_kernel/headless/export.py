@@ -10,6 +10,7 @@ metadata and outputs are left out, so the result needs neither qloop_kernel nor 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..records import METADATA_KEY, MIME_TYPE, CellRecord, RecordError, load_record
@@ -107,13 +108,13 @@ def to_notebook(nb: Any) -> NotebookNode:
     import nbformat
 
     out: NotebookNode = nbformat.v4.new_notebook(metadata=dict(nb.metadata))
-    makers = {
+    makers: dict[str, Callable[[str], NotebookNode]] = {
         "code": nbformat.v4.new_code_cell,
         "markdown": nbformat.v4.new_markdown_cell,
         "raw": nbformat.v4.new_raw_cell,
     }
     out.cells = [
-        makers.get(kind, nbformat.v4.new_raw_cell)(source) for kind, source in exported_cells(nb)
+        makers.get(kind, makers["raw"])(source) for kind, source in exported_cells(nb)
     ]
     return out
 

@@ -36,7 +36,7 @@ class ReplayPreprocessor(SendsCellMetadata, ExecutePreprocessor):
     ).tag(config=True)
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        super().__init__(**kwargs)  # type: ignore[no-untyped-call]  # traitlets' HasTraits
         self.send_cell_metadata()
 
     def preprocess(

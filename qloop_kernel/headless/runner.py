@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
 from nbclient import NotebookClient
@@ -226,7 +227,9 @@ def _add_cell(nb: Any, agent_cell: str, call: Any, added: list[str]) -> list[str
     if where is None:
         return [f"not added: the notebook has no cell {after} to put cell {cell_id} after"]
     markdown = call.input.get("cell_type") == "markdown"
-    make = nbformat.v4.new_markdown_cell if markdown else nbformat.v4.new_code_cell
+    make: Callable[..., NotebookNode] = (
+        nbformat.v4.new_markdown_cell if markdown else nbformat.v4.new_code_cell
+    )
     mark = {PROVENANCE_KEY: provenance(agent_cell, call.id, source)}
     nb.cells.insert(where + 1, make(source, id=cell_id, metadata=mark))
     return [f"added cell {cell_id} after {after}"]
