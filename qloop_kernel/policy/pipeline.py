@@ -1,8 +1,10 @@
 """The one permission pipeline: policy, then provenance, then grants, then the approver.
 
 Every step that changes anything is decided here, whatever its source: a tool call the model makes
-now (``tools.runtime.ToolRuntime``), a cell proposal on its way to the page, and the saved steps of
-a replay (``notebook.replay``), which come as a typed :class:`~.permissions.ReplayRequest`.
+now (``tools.runtime.ToolRuntime``), a cell proposal on its way to the page, the saved steps of a
+replay (``notebook.replay``), which come as a typed :class:`~.permissions.ReplayRequest`, and an
+outside agent's call (``server.gate``, which settles the first three stages here and asks the page
+itself, asynchronously).
 
 1. The policy gives a verdict on the request's class (run, ask, deny).
 2. Provenance combines with it, never replacing it (:func:`combined_verdict`): steps received from
@@ -16,7 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from .permissions import (
     ApprovalPolicy,
@@ -31,7 +33,8 @@ from .permissions import (
 )
 
 if TYPE_CHECKING:
-    from .grants import Grant, Grants
+    from .grants import Grant
+    from .risk import Risk
 
 RECEIVED_BLOCK = (
     "the saved record was received from elsewhere (not signed by your kernel); replay it headless "
@@ -76,6 +79,12 @@ def combined_verdict(
 Decider = Literal["policy", "provenance", "grant", "approver"]
 
 
+class GrantLookup(Protocol):
+    """The grants a pipeline consults: the session's (``grants.Grants``), or an outside client's."""
+
+    def covering(self, tool: str, risk: Risk | None, cell_id: str | None) -> Grant | None: ...
+
+
 @dataclass(frozen=True)
 class Permission:
     """What the pipeline decided, which stage decided it, the grants that covered it, and how long
@@ -92,8 +101,8 @@ class PermissionPipeline:
     """Decides requests for one turn or replay: its policy, the session's grants, its approver."""
 
     policy: ApprovalPolicy
-    grants: Grants
-    approver: Approver
+    grants: GrantLookup
+    approver: Approver | None  # None: the caller asks someone itself (see ``settle``)
     cell_id: str | None = None  # the agent cell, for grants scoped to a cell
     clock: Callable[[], float] = time.monotonic
 
@@ -128,8 +137,9 @@ class PermissionPipeline:
             return False
         return provenance.received or self.covering(request) is None
 
-    def decide(self, request: Request, provenance: Provenance = LIVE) -> Permission:
-        """Decide ``request``: the policy and provenance first, then grants, then the approver."""
+    def settle(self, request: Request, provenance: Provenance = LIVE) -> Permission | None:
+        """The policy, the provenance and the grants: their decision, or None where someone must
+        be asked."""
         verdict = self.verdict(request, provenance)
         if verdict == "deny":
             return Permission(self.policy.denial(request), "policy")
@@ -141,6 +151,14 @@ class PermissionPipeline:
             grants = self.covering(request)
             if grants is not None:
                 return Permission(Approve(), "grant", grants)
+        return None
+
+    def decide(self, request: Request, provenance: Provenance = LIVE) -> Permission:
+        """Decide ``request``: the policy and provenance first, then grants, then the approver."""
+        settled = self.settle(request, provenance)
+        if settled is not None:
+            return settled
+        assert self.approver is not None, "a pipeline without an approver only settles"
         asked = self.clock()
         decision = self.approver.decide(request)
         return Permission(decision, "approver", waited_s=self.clock() - asked)

@@ -1,7 +1,8 @@
 """How an outside agent's call that can change anything is decided: policy, grant, then the card.
 
-The same rules as the in-notebook agent's (:func:`qloop_kernel.policy.permissions.policy_verdict` on the
-class :func:`qloop_kernel.policy.risk.classify` gives the code): the user's ``QloopMCP.policy`` runs
+The same permission pipeline as the in-notebook agent's (:class:`qloop_kernel.policy.pipeline.
+PermissionPipeline` settles the policy and the grants, on the class
+:func:`qloop_kernel.policy.risk.classify` gives the code): the user's ``QloopMCP.policy`` runs
 a class unasked, asks, or refuses it; a grant the user gave this client for this notebook and tool
 covers the class it was given for and milder ones; otherwise the notebook's page shows a card and
 the call waits for the click, sending progress to the client. Nobody can click when no page shows
@@ -16,9 +17,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..messages import ToolCall
 from ..names import Policy
-from ..policy.permissions import policy_denial, policy_verdict
-from ..policy.risk import Assessment
+from ..policy.grants import Grant
+from ..policy.permissions import ApprovalPolicy, ApprovalRequest, Deny, policy_denial
+from ..policy.pipeline import PermissionPipeline
+from ..policy.risk import Assessment, Risk
 from .broker import Approval, Decision, OutsideBroker
 
 PROGRESS_EVERY_S = 5.0
@@ -79,19 +83,24 @@ class Gate:
 
     async def decide(self, step: Step, progress: Progress) -> Verdict:
         policy = self.policy()
-        risk = step.assessment.risk
         shown = self.broker.shown(step.path)
-        verdict = policy_verdict(policy, risk, interactive=shown)
-        if verdict == "deny":
+        grants = _ClientGrants(self.broker, step.client, step.path)
+        pipeline = PermissionPipeline(ApprovalPolicy(policy, shown, hint=CONFIG_HINT), grants, None)
+        request = ApprovalRequest(
+            ToolCall(step.tool, step.tool, {"code": step.code}), _title(step),
+            assessment=step.assessment,
+        )  # fmt: skip
+        settled = pipeline.settle(request)  # the page is asked below, without blocking
+        if settled is not None and isinstance(settled.decision, Deny):
             how = (
                 "refused: no page to approve it"
                 if policy in ("ask", "write")
                 else "refused by the policy"
             )
             return Verdict(False, how, message=self._refusal(step, policy, shown))
-        if verdict == "run":
+        if settled is not None and settled.by == "policy":
             allowed = Verdict(True, f"run without asking by the policy '{policy}'", step.code)
-        elif self.broker.granted(step.client, step.path, step.tool, risk):
+        elif settled is not None:
             allowed = Verdict(True, "run by the user's grant for this client", step.code)
         else:
             return await self._ask(step, progress)
@@ -219,3 +228,17 @@ def _title(step: Step) -> str:
     if cell.get("op") == "run":
         return f"{step.client} wants to run a cell of this notebook — approve?"
     return f"{step.client} wants to run code in this notebook — approve?"
+
+
+@dataclass(frozen=True)
+class _ClientGrants:
+    """The grants the user gave one outside client for one notebook, as the pipeline reads them."""
+
+    broker: OutsideBroker
+    client: str
+    path: str
+
+    def covering(self, tool: str, risk: Risk | None, cell_id: str | None) -> Grant | None:
+        if self.broker.granted(self.client, self.path, tool, risk or "unknown"):
+            return Grant(tool, risk, "session")
+        return None
