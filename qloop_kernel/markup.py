@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import html
+import re
 
 import nh3
 from markdown_it import MarkdownIt
@@ -161,10 +162,18 @@ def sanitize(markup: str) -> str:
     )
 
 
+# One line of plain prose: no character Markdown or HTML gives a meaning to, starting with a letter
+# (no list, heading or quote marker) and without edge spaces. It renders as the same paragraph the
+# parser and sanitizer make of it (tests/test_markup.py compares them), without running either.
+_PLAIN_LINE = re.compile(r"[A-Za-z][A-Za-z0-9 ,.;:?!'\"()/%@$]*(?<! )")
+
+
 def markdown_html(text: str) -> str:
     """Untrusted Markdown as sanitized HTML."""
     if not text:
         return ""
+    if len(text) <= 2_000 and _PLAIN_LINE.fullmatch(text):
+        return f"<p>{text}</p>\n"
     return sanitize(_parser().render(text))
 
 
