@@ -14,15 +14,6 @@ PACKAGE = Path(qloop_kernel.__file__).parent
 ROOT = PACKAGE.parent
 MARK = "# Any:"
 
-# Pending: functions whose bare ``-> Any`` is yet to be typed or explained; drop each once it is.
-PENDING: set[tuple[str, str]] = {
-    ("qloop_kernel/notebook/display.py", "show_answer"),
-    ("qloop_kernel/values/summaries/common.py", "loaded_module"),
-    ("qloop_kernel/values/summaries/pandas.py", "_sample_positions"),
-    ("qloop_kernel/values/summaries/pandas.py", "frame"),
-    ("qloop_kernel/values/summaries/pandas.py", "column"),
-    ("qloop_kernel/values/summaries/pandas.py", "_python_values"),
-}
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -70,14 +61,8 @@ def _bare_any() -> list[tuple[str, int, str]]:
 
 
 def test_every_any_return_says_why():
-    bare = [f"{p}:{line} {name}" for p, line, name in _bare_any() if (p, name) not in PENDING]
+    bare = [f"{p}:{line} {name}" for p, line, name in _bare_any()]
     assert bare == [], "return Any without a '# Any:' comment:\n" + "\n".join(bare)
-
-
-def test_the_pending_list_names_only_bare_functions():
-    bare = {(p, name) for p, _, name in _bare_any()}
-    stale = sorted(PENDING - bare)
-    assert stale == [], f"explained or gone, drop from PENDING: {stale}"
 
 
 def test_the_check_sees_bare_and_explained_any():

@@ -49,7 +49,7 @@ def answer_bundle(text: str, **flags: Any) -> dict[str, Any]:
     return {ANSWER_MIME: {"markdown": text, **flags}, "text/html": rendered, "text/plain": text}
 
 
-def show_answer(text: str, **flags: Any) -> Any:
+def show_answer(text: str, **flags: Any) -> Any:  # Any: IPython's display handle (untyped)
     """Show model-written Markdown as untrusted text; returns the display handle."""
     return display(answer_bundle(text, **flags), raw=True, display_id=True)
 

@@ -169,7 +169,7 @@ def time_limit(seconds: float) -> Iterator[None]:
 # ---------------------------------------------------------------------------------------------
 
 
-def loaded_module(name: str) -> Any:
+def loaded_module(name: str) -> Any:  # Any: whichever module the user's code imported, or None
     """The module ``name`` if it has already been imported, else None (never imports it)."""
     return sys.modules.get(name)
 

@@ -123,7 +123,7 @@ def sample_size(columns: int, python_columns: int = 0) -> int:
     return max(MIN_SAMPLE_ROWS, rows)
 
 
-def _sample_positions(length: int, size: int) -> Any:
+def _sample_positions(length: int, size: int) -> Any:  # Any: a numpy array (numpy is not imported here)
     """Sorted positions of a seeded random sample, or None when everything fits in the sample."""
     if length <= size:
         return None
@@ -314,11 +314,11 @@ class _Sample:
         self._counts: dict[int, _Counts | None] = {}
         self._typed_null_shares: list[float] | None = None
 
-    def frame(self, members: list[int]) -> Any:
+    def frame(self, members: list[int]) -> Any:  # Any: the user's pandas DataFrame (pandas untyped here)
         """The sampled typed columns ``members`` as one frame."""
         return self._frame.iloc[:, [self._in_frame[i] for i in members]]
 
-    def column(self, i: int) -> Any:
+    def column(self, i: int) -> Any:  # Any: a pandas Series of the user's frame
         if i in self._in_frame:
             return self._frame.iloc[:, self._in_frame[i]]
         return self._df.iloc[self._rows, self._positions[i]]
@@ -334,7 +334,7 @@ class _Sample:
             self._counts[i] = counted or _pandas_counts(self.column(i))
         return self._counts[i]
 
-    def _python_values(self, i: int) -> Any:
+    def _python_values(self, i: int) -> Any:  # Any: a numpy object array of the sample
         """Column ``i``'s sampled cells as an array of Python objects."""
         np = loaded_module("numpy")
         column = self._df.iloc[:, self._positions[i]]
