@@ -25,7 +25,7 @@ from ..text import counted
 from ..tools.runtime import format_exception, strip_ansi, truncate
 from ..values.summaries import bounded_repr
 from .clusters import ClusterStep, stop_message
-from .deadline import StepStopped, time_limit
+from .deadline import StepStopped, shielded, time_limit
 from .descriptors import descriptor_output
 
 if TYPE_CHECKING:
@@ -92,10 +92,15 @@ class CodeRunner:
                 _accept_parents(self.shell.display_pub)
                 result = self.shell.run_cell(code, store_history=False, silent=False)
         finally:
-            step = log.finish(snapshot, private=private.names)
-            error = _error_of(result)
-            stop = stop_message(error, _turn_watch(self.shell), code_limit)
-            cancelled = clusters.end(stopped=result is None or stop is not None)
+            # The step's code has ended: a limit firing again (every REFIRE_S after a stop) must
+            # not cut its undo entry or the cancelling of the cluster jobs it left running.
+            with shielded() as shield:
+                step = log.finish(snapshot, private=private.names)
+                error = _error_of(result)
+                stop = stop_message(error, _turn_watch(self.shell), code_limit)
+                cancelled = clusters.end(stopped=result is None or stop is not None)
+                if stop is not None:  # what follows reports the stop: no user code runs in it
+                    shield.keep()
         if stop is not None and not isinstance(error, (StepStopped, KeyboardInterrupt)):
             error = StepStopped(stop)  # a stop a library reported as its own error (py4j)
         value = kept.value if kept is not None else (result.result if result is not None else None)

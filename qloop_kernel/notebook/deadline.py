@@ -26,6 +26,9 @@ from ..messages import ModelEvent, ModelResponse, ToolCall, ToolOutcome, Usage
 log = logging.getLogger("qloop.deadline")
 MIN_DELAY_S = 0.001  # setitimer(0) would switch the timer off
 REFIRE_S = 0.5
+# The longest a step's bookkeeping holds off its limits (shielded): a cluster's cancel waits 12 s at
+# most, and a value's property read for undo that never returns is cut all the same.
+SHIELD_S = 15.0
 REPORTERS = frozenset({"showtraceback", "showsyntaxerror", "_showtraceback"})
 STOPPED = "stopped with the Stop button: the step was interrupted"
 
@@ -38,6 +41,11 @@ class StepStopped(Exception):
 class _Limit:
     at: float  # time.monotonic() when the step is interrupted
     message: str
+    not_before: float = -math.inf  # held off by a shield until then
+
+    @property
+    def due(self) -> float:
+        return max(self.at, self.not_before)
 
 
 @dataclass
@@ -67,7 +75,7 @@ class _Alarm:
             signal.signal(signal.SIGALRM, self.previous)
 
     def _arm(self) -> None:
-        earliest = min(limit.at for limit in self.limits)
+        earliest = min(limit.due for limit in self.limits)
         if math.isinf(earliest):  # only Stop can end the step: no timer until it is clicked
             signal.setitimer(signal.ITIMER_REAL, 0)
             return
@@ -77,7 +85,7 @@ class _Alarm:
         if not self.limits:
             return
         now = time.monotonic()
-        due = [limit for limit in self.limits if limit.at <= now + MIN_DELAY_S]
+        due = [limit for limit in self.limits if limit.due <= now + MIN_DELAY_S]
         if not due:  # the earliest limit moved later meanwhile
             self._arm()
             return
@@ -122,6 +130,41 @@ def limit(at: float | None, message: str) -> Iterator[_Limit | None]:
         yield entry
     finally:
         _ALARM.pop(entry)
+
+
+class Shield:
+    """The limits a :func:`shielded` block holds off."""
+
+    def __init__(self, held: list[_Limit]) -> None:
+        self.held = held
+        self.kept = False
+
+    def keep(self) -> None:
+        """Go on holding them off after the block (``SHIELD_S`` from its start at most): the step
+        was stopped and has ended, and what follows only reports it."""
+        self.kept = True
+
+
+@contextlib.contextmanager
+def shielded() -> Iterator[Shield]:
+    """Run the block without the limits active now interrupting it, for ``SHIELD_S`` at most: a
+    step's code has ended and its bookkeeping (its undo entry, the cancelling of the cluster jobs
+    it left running) runs to its end. A limit pushed inside the block fires as usual; one held off
+    that came due meanwhile fires ``REFIRE_S`` after the block, unless :meth:`Shield.keep`."""
+    held = list(_ALARM.limits) if usable() else []
+    shield = Shield(held)
+    start = time.monotonic()
+    for entry in held:
+        entry.not_before = max(entry.not_before, start + SHIELD_S)
+    try:
+        yield shield
+    finally:
+        if held:
+            if not shield.kept:
+                for entry in held:
+                    entry.not_before = time.monotonic() + REFIRE_S
+            if _ALARM.limits:
+                _ALARM._arm()
 
 
 def time_limit(seconds: float | None, message: str) -> contextlib.AbstractContextManager[Any]:
