@@ -133,11 +133,9 @@ def limit(at: float | None, message: str) -> Iterator[_Limit | None]:
 
 
 class Shield:
-    """The limits a :func:`shielded` block holds off."""
+    """What a :func:`shielded` block does with its limits when it ends."""
 
-    def __init__(self, held: list[_Limit]) -> None:
-        self.held = held
-        self.kept = False
+    kept = False
 
     def keep(self) -> None:
         """Go on holding them off after the block (``SHIELD_S`` from its start at most): the step
@@ -151,20 +149,20 @@ def shielded() -> Iterator[Shield]:
     step's code has ended and its bookkeeping (its undo entry, the cancelling of the cluster jobs
     it left running) runs to its end. A limit pushed inside the block fires as usual; one held off
     that came due meanwhile fires ``REFIRE_S`` after the block, unless :meth:`Shield.keep`."""
-    held = list(_ALARM.limits) if usable() else []
-    shield = Shield(held)
-    start = time.monotonic()
-    for entry in held:
-        entry.not_before = max(entry.not_before, start + SHIELD_S)
+    held = [(entry, entry.not_before) for entry in (_ALARM.limits if usable() else [])]
+    shield = Shield()
+    until = time.monotonic() + SHIELD_S
+    for entry, _ in held:
+        entry.not_before = max(entry.not_before, until)
     try:
         yield shield
     finally:
-        if held:
-            if not shield.kept:
-                for entry in held:
-                    entry.not_before = time.monotonic() + REFIRE_S
-            if _ALARM.limits:
-                _ALARM._arm()
+        if held and not shield.kept:
+            now = time.monotonic()
+            for entry, before in held:
+                entry.not_before = now + REFIRE_S if entry.at <= now else before
+        if held and _ALARM.limits:
+            _ALARM._arm()
 
 
 def time_limit(seconds: float | None, message: str) -> contextlib.AbstractContextManager[Any]:
