@@ -141,9 +141,9 @@ class Redactor:
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
-            return {k: self.value(v) for k, v in value.items()}
+            return {k: self.text(v) if type(v) is str else self.value(v) for k, v in value.items()}
         if isinstance(value, list | tuple):
-            return [self.value(v) for v in value]
+            return [self.text(v) if type(v) is str else self.value(v) for v in value]
         return value
 
 

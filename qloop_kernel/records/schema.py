@@ -288,13 +288,25 @@ class CellRecord(_Strict):
 
 
 def _canonical(value: Any) -> Any:  # Any: a JSON value of any shape, returned in that shape
-    """Whole-number floats as ints: a browser saves 1.0 as 1, and the digest must survive that."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _canonical(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_canonical(v) for v in value]
+    """Whole-number floats as ints: a browser saves 1.0 as 1, and the digest must survive that.
+
+    Changes ``value``'s containers in place: it is a dump made for the digest, never shared.
+    """
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else value
+    pending = [value] if isinstance(value, dict | list) else []
+    while pending:  # one walk, no copies: a record is mostly strings
+        container = pending.pop()
+        items = container.items() if isinstance(container, dict) else enumerate(container)
+        for key, item in items:
+            kind = type(item)
+            if kind is str or kind is int or kind is bool or item is None:
+                continue
+            if isinstance(item, float):
+                if item.is_integer():
+                    container[key] = int(item)  # an existing key: the dict keeps its size
+            elif isinstance(item, dict | list):
+                pending.append(item)
     return value
 
 
