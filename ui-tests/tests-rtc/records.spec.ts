@@ -37,7 +37,8 @@ import {
   readNotebook,
   readNotebookWhenReadable,
   test,
-  waitForIdleKernel
+  waitForIdleKernel,
+  waitForKernelReady
 } from '../tests/fixtures';
 
 import { secondPage } from './second';
@@ -129,6 +130,35 @@ async function expectOnDisk(
       { timeout: 20000 }
     )
     .toEqual(expected);
+}
+
+/**
+ * Wait until the server has saved everything the page changed on opening (the
+ * kernel's metadata, saved 1 s after the change): the file's modification time
+ * stays the same for SETTLE_MS.
+ */
+async function settledOnDisk(
+  request: APIRequestContext,
+  serverPath: string
+): Promise<void> {
+  const url = `/api/contents/${serverPath.split('/').map(encodeURIComponent).join('/')}?content=0`;
+  const modified = async (): Promise<string | null> => {
+    const response = await request.get(url);
+    return response.ok() ? (await response.json()).last_modified : null;
+  };
+  const deadline = Date.now() + 30000;
+  let before = await modified();
+  for (;;) {
+    await new Promise(resolve => setTimeout(resolve, SETTLE_MS));
+    const now = await modified();
+    if (now !== null && now === before) {
+      return;
+    }
+    expect(Date.now(), `${serverPath} keeps changing on disk`).toBeLessThan(
+      deadline
+    );
+    before = now;
+  }
 }
 
 /** The active notebook of a page is a shared (collaborative) document. */
@@ -369,12 +399,21 @@ test.describe('records under real-time collaboration', () => {
         badge: 'agent · replayable'
       });
 
+    // The page is done writing (a save of the kernel's metadata landing
+    // after the new file would put the old content back over it).
+    await waitForKernelReady(page);
+    await settledOnDisk(request, serverPath);
     // `papermill IN IN` (no qloop engine) writes the file while it is open:
-    // the server loads it into the shared document, cell by cell.
-    fs.copyFileSync(
-      path.join(NOTEBOOK_DIR, PAPERMILL),
-      path.join(root!, serverPath)
+    // the server loads it into the shared document, cell by cell. The new
+    // content arrives whole (written aside, then renamed), so the server's
+    // poll never reads a half-written file.
+    const target = path.join(root!, serverPath);
+    const partial = path.join(
+      path.dirname(target),
+      `.${path.basename(target)}.partial`
     );
+    fs.copyFileSync(path.join(NOTEBOOK_DIR, PAPERMILL), partial);
+    fs.renameSync(partial, target);
     await expect
       .poll(() => mirrorDigestOn(page, PAPERMILL_AGENT), { timeout: 30000 })
       .toBe(blind);
