@@ -3,21 +3,22 @@
 All of them drive the same scripted session through the stand-in, run as a separate process so its
 work is not counted: the real system prompt, the four built-in tools' schemas with data-sized results
 (a frame's summary, ``describe()``, the variable list; ``bench/cache_cost.py``), the same replies.
-Every loop keeps one API client across its runs, as a kernel does (building an SDK client costs about
-20 ms of CPU, the TLS context loading the CA certificates); what a run builds anew is what each loop
-builds for one turn:
+Every loop keeps one API client and its tools across its runs, as a kernel keeps its client and its
+session's tools, and as a script keeps the tools it decorates at import (building an SDK client costs
+about 20 ms of CPU, the TLS context loading the CA certificates; ``beta_tool`` on the four tools about
+3.5 ms); what a run builds anew is what each loop builds for one turn:
 
-- qloop QueryLoop: the bare loop; ``AnthropicModel`` takes the process's kept client, the tools are
-  built for the run;
+- qloop QueryLoop: the bare loop; ``AnthropicModel`` takes the process's kept client, the kept tools
+  go into a new ``ToolRuntime``;
 - qloop product path: ``ConversationManager.run_turn`` (records built as the turn runs, running saves)
   with ``ThreadedModel`` (the worker thread), the turn display and the store's mirror and comm, inside
-  an IPython shell (outputs captured); a new manager, settings, display, store and tools each run, the
-  kept client;
+  an IPython shell (outputs captured); a new manager, settings, display, store and ``ToolRuntime``
+  each run (as a kernel's turn builds them), the kept client and tools;
 - SDK tool_runner (``thread=False``: the whole conversation each request, as qloop sends it) on one
-  ``anthropic.Anthropic`` client built once, its tools (``beta_tool``) built for the run: the headline
+  ``anthropic.Anthropic`` client built once, its tools (``beta_tool``) built once: the headline
   reference;
-- pydantic-ai ``Agent.run_sync`` with the same tools, one ``AnthropicProvider`` (its client) kept, a
-  new agent each run;
+- pydantic-ai ``Agent.run_sync`` with the same tools, one ``AnthropicProvider`` (its client) and one
+  agent kept;
 - beside them, the SDK runner with a new client each run, as a script that runs one turn builds it
   (a side figure: it counts the client's construction in every run).
 
@@ -106,8 +107,8 @@ def cpu_of(run: Callable[[], None]) -> float:
 
 
 def runtime() -> ToolRuntime:
-    return ToolRuntime.of([Tool.from_function(f, requires_approval=False) for f in TOOLS],
-                          AutoApprover())  # fmt: skip
+    tools = kept("qloop tools", lambda: [Tool.from_function(f, requires_approval=False) for f in TOOLS])
+    return ToolRuntime.of(tools, AutoApprover())
 
 
 def bare(calls: int) -> None:
@@ -146,7 +147,8 @@ def sdk(calls: int, client: anthropic.Anthropic | None = None) -> None:
     client = client or kept("anthropic", lambda: anthropic.Anthropic(max_retries=0))
     runner = client.beta.messages.tool_runner(
         model=MODEL, max_tokens=8192, system=SYSTEM_PROMPT, messages=USER, stream=True,
-        tools=[anthropic.beta_tool(f) for f in TOOLS], max_iterations=calls, thread=False,
+        tools=kept("SDK tools", lambda: [anthropic.beta_tool(f) for f in TOOLS]),
+        max_iterations=calls, thread=False,
     )  # fmt: skip
     turns = 0
     for stream in runner:
@@ -160,8 +162,8 @@ _kept: dict[str, Any] = {}
 
 
 def kept(name: str, build: Callable[[], Any]) -> Any:
-    """One client per loop for every run: built in the warm-up, once the environment names the
-    stand-in."""
+    """One client (and one set of tools) per loop for every run: built in the warm-up, once the
+    environment names the stand-in."""
     if name not in _kept:
         _kept[name] = build()
     return _kept[name]
@@ -173,10 +175,12 @@ def pydantic_ai(calls: int) -> None:
     from pydantic_ai.providers.anthropic import AnthropicProvider
     from pydantic_ai.usage import UsageLimits
 
-    provider = kept("pydantic-ai", lambda: AnthropicProvider(
-        api_key="bench", base_url=os.environ["ANTHROPIC_BASE_URL"]))  # fmt: skip
-    agent = Agent(PaiModel(MODEL, provider=provider), instructions=SYSTEM_PROMPT, tools=list(TOOLS),
-                  model_settings={"max_tokens": 8192})  # fmt: skip
+    def build() -> Agent[None, str]:
+        provider = AnthropicProvider(api_key="bench", base_url=os.environ["ANTHROPIC_BASE_URL"])
+        return Agent(PaiModel(MODEL, provider=provider), instructions=SYSTEM_PROMPT,
+                     tools=list(TOOLS), model_settings={"max_tokens": 8192})  # fmt: skip
+
+    agent = kept("pydantic-ai", build)
     result = agent.run_sync(PROMPT, usage_limits=UsageLimits(request_limit=calls + 1))
     assert result.usage.requests == calls, result.usage
 
@@ -263,7 +267,7 @@ def package_of(path: str) -> str:
 # What the product path does beyond the loop, timed on the thread that runs it (inclusive times:
 # a phase inside another is counted in both).
 PHASES = [
-    ("bench.loop_overhead", "runtime", "tools built for the turn"),
+    ("bench.loop_overhead", "runtime", "the turn's ToolRuntime (tools kept)"),
     ("qloop_kernel.conversation", "ConversationManager.__init__", "manager"),
     ("qloop_kernel.conversation", "estimate_request", "request estimate"),
     ("qloop_kernel.records.build", "RecordBuilder.__init__", "record: started"),
@@ -396,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
         ratios = {name: paired_ratio(cpu[name, calls], cpu[REFERENCE, calls]) for name in LOOPS}
         met = met and ratios["qloop product path"] <= TARGET
         new_client = cpu["SDK runner, new client each run", calls]
-        print(f"ratio to the SDK runner (one client kept) at {calls} calls: product path "
+        print(f"ratio to the SDK runner (client and tools kept) at {calls} calls: product path "
               f"{ratios['qloop product path']:.2f} (target <= {TARGET}), bare loop "
               f"{ratios['qloop QueryLoop']:.2f}, pydantic-ai {ratios['pydantic-ai Agent']:.2f}; "
               f"to the runner with a new client each run: product path "

@@ -67,9 +67,9 @@ FIGURES = [
         "loop_overhead.py",
         "client CPU per model call, 10 calls, data-sized tool results and the real system prompt: "
         "qloop's product path (ConversationManager, records, ThreadedModel, display, store) / the "
-        "SDK's tool runner, each keeping one client across runs (beside it, the runner with a new "
+        "SDK's tool runner, each keeping one client and its tools across runs (beside it, the runner with a new "
         "client each run), median of the paired ratios of 25 runs at 10 calls, 9 above",
-        (rf"ratio to the SDK runner \(one client kept\) at 10 calls: product path (?P<ratio>{NUMBER}) "
+        (rf"ratio to the SDK runner \(client and tools kept\) at 10 calls: product path (?P<ratio>{NUMBER}) "
          rf"\(target <= (?P<target>{NUMBER})\), bare loop (?P<bare>{NUMBER}), pydantic-ai "
          rf"(?P<pai>{NUMBER}); to the runner with a new client each run: product path "
          rf"(?P<new_client>{NUMBER})",),
@@ -82,9 +82,9 @@ FIGURES = [
         "loop_overhead.py",
         "client CPU per model call, 50 calls, data-sized tool results and the real system prompt: "
         "qloop's product path (ConversationManager, records, ThreadedModel, display, store) / the "
-        "SDK's tool runner, each keeping one client across runs (beside it, the runner with a new "
+        "SDK's tool runner, each keeping one client and its tools across runs (beside it, the runner with a new "
         "client each run), median of the paired ratios of 25 runs at 10 calls, 9 above",
-        (rf"ratio to the SDK runner \(one client kept\) at 50 calls: product path (?P<ratio>{NUMBER}) "
+        (rf"ratio to the SDK runner \(client and tools kept\) at 50 calls: product path (?P<ratio>{NUMBER}) "
          rf"\(target <= (?P<target>{NUMBER})\), bare loop (?P<bare>{NUMBER}), pydantic-ai "
          rf"(?P<pai>{NUMBER}); to the runner with a new client each run: product path "
          rf"(?P<new_client>{NUMBER})",),
@@ -97,9 +97,9 @@ FIGURES = [
         "loop_overhead.py",
         "client CPU per model call, 200 calls, data-sized tool results and the real system prompt: "
         "qloop's product path (ConversationManager, records, ThreadedModel, display, store) / the "
-        "SDK's tool runner, each keeping one client across runs (beside it, the runner with a new "
+        "SDK's tool runner, each keeping one client and its tools across runs (beside it, the runner with a new "
         "client each run), median of the paired ratios of 25 runs at 10 calls, 9 above",
-        (rf"ratio to the SDK runner \(one client kept\) at 200 calls: product path (?P<ratio>{NUMBER}) "
+        (rf"ratio to the SDK runner \(client and tools kept\) at 200 calls: product path (?P<ratio>{NUMBER}) "
          rf"\(target <= (?P<target>{NUMBER})\), bare loop (?P<bare>{NUMBER}), pydantic-ai "
          rf"(?P<pai>{NUMBER}); to the runner with a new client each run: product path "
          rf"(?P<new_client>{NUMBER})",),
