@@ -27,7 +27,9 @@ other. The client CPU time per model call (``time.process_time``, the worker thr
 shown as the median of the runs; each ratio is the median over the rounds of that round's ratio to
 the SDK runner with its client kept. Target: the product path <= 1.0x that runner at each size (the
 bare loop and pydantic-ai are shown beside it).
-Run: ``python bench/loop_overhead.py [--runs 3]``. ``--profile 50`` instead profiles the product path
+Run: ``python bench/loop_overhead.py [--runs 3]``. ``--parts 10 --runs 25`` instead runs the product
+path at 10 calls without each of its parts in turn (the worker thread, the turn display, the store's
+saves), beside the bare loop and the runner, in paired rounds. ``--profile 50`` profiles the product path
 and the runner at 50 calls: the CPU per model call of each thread (the worker thread's model calls
 apart) and, from cProfile on per-thread CPU clocks, the self time per model call by package and the
 functions with the most cumulative time.
@@ -107,7 +109,9 @@ def cpu_of(run: Callable[[], None]) -> float:
 
 
 def runtime() -> ToolRuntime:
-    tools = kept("qloop tools", lambda: [Tool.from_function(f, requires_approval=False) for f in TOOLS])
+    tools = kept(
+        "qloop tools", lambda: [Tool.from_function(f, requires_approval=False) for f in TOOLS]
+    )
     return ToolRuntime.of(tools, AutoApprover())
 
 
@@ -118,7 +122,8 @@ def bare(calls: int) -> None:
     assert result.status == "completed" and result.model_calls == calls, result.stop
 
 
-def product(calls: int) -> None:
+def product(calls: int, *, thread: bool = True, display: bool = True, store: bool = True) -> None:
+    """The product path; ``--parts`` leaves out the worker thread, the display or the store."""
     from IPython.core.interactiveshell import InteractiveShell
     from IPython.utils.capture import capture_output
 
@@ -130,13 +135,47 @@ def product(calls: int) -> None:
     manager = ConversationManager(settings=settings)
     InteractiveShell.instance()  # display() publishes through the shell, as in a kernel
     with capture_output(display=True):
-        view = TurnDisplay(interactive=False, max_turns=calls, cancel=None, cards_for=set())  # type: ignore[arg-type]
+        view = (TurnDisplay(interactive=False, max_turns=calls, cancel=None, cards_for=set())  # type: ignore[arg-type]
+                if display else None)  # fmt: skip
+        model = AnthropicModel(MODEL)
         result, _ = manager.run_turn(
-            PROMPT, model=ThreadedModel(AnthropicModel(MODEL)), runtime=runtime(),
-            settings=settings, cell_id="bench", observer=view, store=NotebookStore("bench"),
+            PROMPT, model=ThreadedModel(model) if thread else model, runtime=runtime(),
+            settings=settings, cell_id="bench", observer=view,
+            store=NotebookStore("bench") if store else None,
         )  # fmt: skip
-        view.finish(result)
+        if view is not None:
+            view.finish(result)
     assert result.status == "completed" and result.model_calls == calls, result.stop
+
+
+PARTS: dict[str, Callable[[int], None]] = {
+    "product path": product,
+    "  without the worker thread": lambda calls: product(calls, thread=False),
+    "  without the turn display": lambda calls: product(calls, display=False),
+    "  without the store's saves": lambda calls: product(calls, store=False),
+    "bare QueryLoop": lambda calls: bare(calls),
+}
+
+
+def parts(calls: int, runs: int) -> None:
+    """Paired rounds of the product path with each of its parts left out in turn, and the bare
+    loop: what each part costs, as a ratio to the SDK runner (client and tools kept)."""
+    loops = {**PARTS, REFERENCE: lambda calls: sdk(calls)}
+    cpu: dict[str, list[float]] = {name: [] for name in loops}
+    with stand_in() as base_url:
+        os.environ.update(
+            ANTHROPIC_BASE_URL=base_url, ANTHROPIC_API_KEY="bench", NO_PROXY="127.0.0.1"
+        )
+        for run in loops.values():  # warm-up: imports, connections, the kept clients and tools
+            load(base_url, 3), run(3)
+        for _ in range(runs):
+            for name, run in loops.items():
+                load(base_url, calls)
+                cpu[name].append(cpu_of(lambda: run(calls)))  # noqa: B023
+    print(f"at {calls} calls, {runs} rounds: CPU ms per model call, ratio to the runner")
+    for name in loops:
+        print(f"{name:<32}{statistics.median(cpu[name]) / calls * 1000:>8.2f}"
+              f"{paired_ratio(cpu[name], cpu[REFERENCE]):>8.3f}")  # fmt: skip
 
 
 def sdk_new_client(calls: int) -> None:
@@ -375,7 +414,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=9, help="runs of each loop at each size")
     parser.add_argument("--profile", type=int, metavar="CALLS", help="profile at CALLS calls")
+    parser.add_argument("--parts", type=int, metavar="CALLS",
+                        help="the product path without each of its parts, at CALLS calls")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.parts:
+        parts(args.parts, args.runs)
+        return 0
     if args.profile:
         profile(args.profile, args.runs)
         return 0
