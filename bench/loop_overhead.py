@@ -48,7 +48,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -81,7 +81,8 @@ def script(calls: int) -> list[Reply]:
 
 @contextmanager
 def stand_in() -> Iterator[str]:
-    """The stand-in as its own process; yields its base URL."""
+    """The stand-in as its own process, named by the environment the clients read; yields its
+    base URL."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "qloop_kernel.testing", "--port", "0"],
         stdout=subprocess.PIPE,
@@ -89,7 +90,11 @@ def stand_in() -> Iterator[str]:
     )
     try:
         assert proc.stdout is not None
-        yield proc.stdout.readline().strip()
+        base_url = proc.stdout.readline().strip()
+        os.environ.update(
+            ANTHROPIC_BASE_URL=base_url, ANTHROPIC_API_KEY="bench", NO_PROXY="127.0.0.1"
+        )
+        yield base_url
     finally:
         proc.terminate()
         proc.wait(10)
@@ -106,6 +111,26 @@ def cpu_of(run: Callable[[], None]) -> float:
     cpu = time.process_time()
     run()
     return time.process_time() - cpu
+
+
+def warm_up(base_url: str, loops: Iterable[Callable[[int], None]]) -> None:
+    """Imports, connections, the kept clients and tools: a short run of each loop."""
+    for run in loops:
+        load(base_url, 3)
+        run(3)
+
+
+def rounds(
+    base_url: str, loops: dict[str, Callable[[int], None]], calls: int, runs: int
+) -> dict[str, list[float]]:
+    """The CPU seconds of ``runs`` rounds at ``calls`` calls, by loop: each round runs every loop
+    once, one after the other (see :func:`paired_ratio`)."""
+    cpu: dict[str, list[float]] = {name: [] for name in loops}
+    for _ in range(runs):
+        for name, run in loops.items():
+            load(base_url, calls)
+            cpu[name].append(cpu_of(lambda: run(calls)))  # noqa: B023
+    return cpu
 
 
 def runtime() -> ToolRuntime:
@@ -146,36 +171,6 @@ def product(calls: int, *, thread: bool = True, display: bool = True, store: boo
         if view is not None:
             view.finish(result)
     assert result.status == "completed" and result.model_calls == calls, result.stop
-
-
-PARTS: dict[str, Callable[[int], None]] = {
-    "product path": product,
-    "  without the worker thread": lambda calls: product(calls, thread=False),
-    "  without the turn display": lambda calls: product(calls, display=False),
-    "  without the store's saves": lambda calls: product(calls, store=False),
-    "bare QueryLoop": lambda calls: bare(calls),
-}
-
-
-def parts(calls: int, runs: int) -> None:
-    """Paired rounds of the product path with each of its parts left out in turn, and the bare
-    loop: what each part costs, as a ratio to the SDK runner (client and tools kept)."""
-    loops = {**PARTS, REFERENCE: lambda calls: sdk(calls)}
-    cpu: dict[str, list[float]] = {name: [] for name in loops}
-    with stand_in() as base_url:
-        os.environ.update(
-            ANTHROPIC_BASE_URL=base_url, ANTHROPIC_API_KEY="bench", NO_PROXY="127.0.0.1"
-        )
-        for run in loops.values():  # warm-up: imports, connections, the kept clients and tools
-            load(base_url, 3), run(3)
-        for _ in range(runs):
-            for name, run in loops.items():
-                load(base_url, calls)
-                cpu[name].append(cpu_of(lambda: run(calls)))  # noqa: B023
-    print(f"at {calls} calls, {runs} rounds: CPU ms per model call, ratio to the runner")
-    for name in loops:
-        print(f"{name:<32}{statistics.median(cpu[name]) / calls * 1000:>8.2f}"
-              f"{paired_ratio(cpu[name], cpu[REFERENCE]):>8.3f}")  # fmt: skip
 
 
 def sdk_new_client(calls: int) -> None:
@@ -232,6 +227,28 @@ LOOPS: dict[str, Callable[[int], None]] = {
     "pydantic-ai Agent": pydantic_ai,
     "SDK runner, new client each run": sdk_new_client,
 }
+
+
+PARTS: dict[str, Callable[[int], None]] = {
+    "product path": product,
+    "  without the worker thread": lambda calls: product(calls, thread=False),
+    "  without the turn display": lambda calls: product(calls, display=False),
+    "  without the store's saves": lambda calls: product(calls, store=False),
+    "bare QueryLoop": bare,
+    REFERENCE: sdk,
+}
+
+
+def parts(calls: int, runs: int) -> None:
+    """Paired rounds of the product path with each of its parts left out in turn, and the bare
+    loop: what each part costs, as a ratio to the SDK runner (client and tools kept)."""
+    with stand_in() as base_url:
+        warm_up(base_url, PARTS.values())
+        cpu = rounds(base_url, PARTS, calls, runs)
+    print(f"at {calls} calls, {runs} rounds: CPU ms per model call, ratio to the runner")
+    for name in PARTS:
+        print(f"{name:<32}{statistics.median(cpu[name]) / calls * 1000:>8.2f}"
+              f"{paired_ratio(cpu[name], cpu[REFERENCE]):>8.3f}")  # fmt: skip
 
 
 class Profiled:
@@ -389,11 +406,7 @@ def profile(calls: int, runs: int) -> None:
     """Per-thread CPU and cProfile of the product path and the runner at ``calls`` calls, then
     the product path's phases timed without the profiler."""
     with stand_in() as base_url:
-        os.environ.update(
-            ANTHROPIC_BASE_URL=base_url, ANTHROPIC_API_KEY="bench", NO_PROXY="127.0.0.1"
-        )
-        for loop in (product, sdk):  # warm-up: imports, connections, the kept clients
-            load(base_url, 3), loop(3)
+        warm_up(base_url, (product, sdk))
         for title, loop in (("qloop product path", product), (REFERENCE + ", client kept", sdk)):
             profiled = Profiled()
             for _ in range(runs):
@@ -425,16 +438,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     cpu: dict[tuple[str, int], list[float]] = {}
     with stand_in() as base_url:
-        os.environ.update(
-            ANTHROPIC_BASE_URL=base_url, ANTHROPIC_API_KEY="bench", NO_PROXY="127.0.0.1"
-        )
-        for run in LOOPS.values():  # warm-up: imports, connections
-            load(base_url, 3), run(3)
+        warm_up(base_url, LOOPS.values())
         for calls in SIZES:
-            for _ in range(max(args.runs, 250 // calls)):  # short runs: more of them
-                for name, run in LOOPS.items():
-                    load(base_url, calls)
-                    cpu.setdefault((name, calls), []).append(cpu_of(lambda: run(calls)))  # noqa: B023
+            runs = max(args.runs, 250 // calls)  # short runs: more of them
+            for name, samples in rounds(base_url, LOOPS, calls, runs).items():
+                cpu[name, calls] = samples
     print(f"{'client CPU ms per model call':<33}" + "".join(f"{n:>10}" for n in SIZES))
     per_call = {k: statistics.median(v) / k[1] * 1000 for k, v in cpu.items()}
     for name in LOOPS:

@@ -31,6 +31,7 @@ import {
   NOTEBOOK_DIR,
   StandInItem,
   approvalCard,
+  contentsUrl,
   expect,
   markerOf,
   outputText,
@@ -141,7 +142,7 @@ async function settledOnDisk(
   request: APIRequestContext,
   serverPath: string
 ): Promise<void> {
-  const url = `/api/contents/${serverPath.split('/').map(encodeURIComponent).join('/')}?content=0`;
+  const url = `${contentsUrl(serverPath)}?content=0`;
   const modified = async (): Promise<string | null> => {
     const response = await request.get(url);
     return response.ok() ? (await response.json()).last_modified : null;

@@ -105,6 +105,11 @@ export async function readNotebook(
   return file!;
 }
 
+/** The contents API's URL of a file on the server. */
+export function contentsUrl(serverPath: string): string {
+  return `/api/contents/${serverPath.split('/').map(encodeURIComponent).join('/')}`;
+}
+
 /**
  * Read a notebook file that may be in the middle of a write: `null` when the
  * contents API does not answer ok, for a poll to try again.
@@ -113,8 +118,9 @@ export async function readNotebookWhenReadable(
   request: APIRequestContext,
   serverPath: string
 ): Promise<INotebookFile | null> {
-  const url = `/api/contents/${serverPath.split('/').map(encodeURIComponent).join('/')}`;
-  const response = await request.get(`${url}?content=1&type=notebook`);
+  const response = await request.get(
+    `${contentsUrl(serverPath)}?content=1&type=notebook`
+  );
   if (!response.ok()) {
     return null;
   }

@@ -22,6 +22,7 @@ import * as path from 'path';
 import {
   INotebookFile,
   NOTEBOOK_DIR,
+  contentsUrl,
   expect,
   readNotebookWhenReadable,
   test as qloopTest
@@ -309,8 +310,7 @@ export const test = qloopTest.extend<INotebook7Fixtures>({
         const body =
           content ??
           JSON.parse(fs.readFileSync(path.join(NOTEBOOK_DIR, name), 'utf-8'));
-        const url = `/api/contents/${serverPath.split('/').map(encodeURIComponent).join('/')}`;
-        const response = await request.put(url, {
+        const response = await request.put(contentsUrl(serverPath), {
           data: { type: 'notebook', format: 'json', content: body }
         });
         expect(response.ok(), await response.text()).toBe(true);
