@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import decimal
+import gc
 import os
 import signal
 import threading
@@ -77,6 +78,56 @@ def test_measuring_for_undo_stops_at_the_time_limit() -> None:
     with pytest.raises(NotMeasured, match="is not tracked: measuring it takes over 0 ms"):
         measure([[i] for i in range(5000)], seconds=0)
     assert measure([[i] for i in range(500)]).host > 500 * 8
+
+
+@pytest.fixture
+def slow_collections() -> Iterator[None]:
+    """Every garbage collection takes 60 ms of this thread's CPU, as a full collection of a kernel
+    holding millions of objects does."""
+
+    def burn(phase: str, info: dict[str, int]) -> None:
+        if phase == "stop":
+            end = time.thread_time() + 0.06
+            while time.thread_time() < end:
+                pass
+
+    gc.callbacks.insert(0, burn)
+    yield
+    gc.callbacks.remove(burn)
+
+
+class CollectsWhenRead:
+    """A value whose reading runs a garbage collection (as an allocation can, at any time)."""
+
+    def __init__(self) -> None:
+        self.parts = [[i] for i in range(50)]
+
+    def __sizeof__(self) -> int:
+        gc.collect()
+        return 64
+
+
+def test_a_garbage_collection_while_reading_is_not_the_values_time(
+    slow_collections: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hash_pandas = pd.util.hash_pandas_object
+
+    def collecting(obj: Any, **kw: Any) -> Any:
+        gc.collect()
+        return hash_pandas(obj, **kw)
+
+    monkeypatch.setattr(pd.util, "hash_pandas_object", collecting)
+    callbacks = list(gc.callbacks)
+    frame = pd.DataFrame(np.arange(2_000_000 * 5).reshape(2_000_000, 5))
+    found = fingerprint(frame)
+    assert found.hash and not found.untracked
+    assert measure([CollectsWhenRead()]).host > 0  # sized, not "not tracked"
+    assert gc.callbacks == callbacks  # each limit's hook is gone when it ends
+    # the limit still counts the reading itself
+    assert fingerprint(frame, seconds=0).untracked
+    with pytest.raises(NotMeasured):
+        measure([CollectsWhenRead()], seconds=0)
+    assert gc.callbacks == callbacks
 
 
 def test_a_wide_frame_is_hashed_from_sampled_columns() -> None:

@@ -212,14 +212,14 @@ def measure(value: object, seconds: float | None = None) -> Size:
     """
     if isinstance(value, _SHARED) or is_live_handle(value) or is_jax_array(value):
         return Size(0)  # kept as they are (a jax array cannot change in place)
-    limit = TimeLimit(seconds)
     try:
-        found = data_size(value, limit)
-        device = _device_size(value) if found is None else None
-        if device is not None:
-            return device
-        size = Size(found) if found is not None else _walk_size(value, limit)
-        limit.check()
+        with TimeLimit(seconds) as limit:
+            found = data_size(value, limit)
+            device = _device_size(value) if found is None else None
+            if device is not None:
+                return device
+            size = Size(found) if found is not None else _walk_size(value, limit)
+            limit.check()
     except OutOfTime:
         took = limit.seconds * 1000
         raise NotMeasured(f"is not tracked: measuring it takes over {took:g} ms") from None

@@ -23,8 +23,10 @@ string); records saved earlier are compared with it, so it is made as it always 
 from __future__ import annotations
 
 import dataclasses
+import gc
 import hashlib
 import math
+import threading
 import time
 import types
 from collections import deque
@@ -117,12 +119,32 @@ class TimeLimit:
     """A limit on the CPU time of reading one value; :meth:`check` raises OutOfTime past it.
 
     The thread's CPU time, not the wall clock: what is bounded is the work, which other busy
-    processes on the machine do not change.
+    processes on the machine do not change. Used as a context manager, it also leaves out the
+    garbage collections its thread runs meanwhile: a full collection of a kernel holding
+    millions of objects takes hundreds of milliseconds, which is not the value's cost.
     """
 
     def __init__(self, seconds: float | None = None) -> None:
         self.seconds = VALUE_TIME_S if seconds is None else seconds
         self.end = time.thread_time() + self.seconds
+        self._thread = threading.get_ident()
+        self._collecting_since: float | None = None
+
+    def __enter__(self) -> TimeLimit:
+        gc.callbacks.append(self._collection)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._collection)
+
+    def _collection(self, phase: str, info: dict[str, int]) -> None:
+        if threading.get_ident() != self._thread:
+            return  # another thread's collection is not in this thread's CPU time
+        if phase == "start":
+            self._collecting_since = time.thread_time()
+        elif self._collecting_since is not None:
+            self.end += time.thread_time() - self._collecting_since
+            self._collecting_since = None
 
     def check(self) -> None:
         if time.thread_time() > self.end:
@@ -466,23 +488,27 @@ def fingerprint(value: object, seconds: float | None = None) -> ValuePrint:
     Past ``seconds`` (``VALUE_TIME_S``) of reading, the print is marked ``untracked`` and has no
     content hash.
     """
-    limit = TimeLimit(seconds)
     try:
-        for matches, read in _READERS:
-            if matches(value):
-                found = _with_identity(read(value, limit), value)
-                if read is not _device_print:  # a device sample is bounded; its first gather
-                    limit.check()  # compiles (JAX) or loads kernels: not the value's size
-                return found
-        if is_lazy_like(value):
-            return _lazy_print(value)
-        found = _plain_print(value, limit)
-        limit.check()
-        return found
+        with TimeLimit(seconds) as limit:
+            return _read(value, limit)
     except OutOfTime:
         return _untracked(value)
     except Exception:  # a value that cannot be read is described by its type alone
         return ValuePrint(qualified_name(type(value)), identity=id(value))
+
+
+def _read(value: object, limit: TimeLimit) -> ValuePrint:
+    for matches, read in _READERS:
+        if matches(value):
+            found = _with_identity(read(value, limit), value)
+            if read is not _device_print:  # a device sample is bounded; its first gather
+                limit.check()  # compiles (JAX) or loads kernels: not the value's size
+            return found
+    if is_lazy_like(value):
+        return _lazy_print(value)
+    found = _plain_print(value, limit)
+    limit.check()
+    return found
 
 
 def _untracked(value: object) -> ValuePrint:
