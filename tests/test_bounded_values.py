@@ -130,6 +130,24 @@ def test_a_garbage_collection_while_reading_is_not_the_values_time(
     assert gc.callbacks == callbacks
 
 
+def test_a_value_whose_reading_clears_the_collection_hooks_is_still_read() -> None:
+    class Clears:
+        def __init__(self) -> None:
+            self.rows = [1, 2, 3]
+
+        @property
+        def shape(self) -> tuple[int, ...]:
+            gc.callbacks.clear()  # the limit's own hook goes with the others
+            return (3,)
+
+    saved = list(gc.callbacks)
+    try:
+        found = fingerprint(Clears())
+    finally:
+        gc.callbacks[:] = saved
+    assert found.hash and found.shape == (3,) and found.type.endswith("Clears")
+
+
 def test_a_wide_frame_is_hashed_from_sampled_columns() -> None:
     wide = pd.DataFrame(np.zeros((50, 10_000)))
     before = fingerprint(wide)

@@ -22,6 +22,7 @@ string); records saved earlier are compared with it, so it is made as it always 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import hashlib
@@ -135,7 +136,8 @@ class TimeLimit:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        gc.callbacks.remove(self._collection)
+        with contextlib.suppress(ValueError):  # already gone: code run meanwhile cleared the list
+            gc.callbacks.remove(self._collection)
 
     def _collection(self, phase: str, info: dict[str, int]) -> None:
         if threading.get_ident() != self._thread:
