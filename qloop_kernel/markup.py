@@ -21,6 +21,8 @@ import re
 import nh3
 from markdown_it import MarkdownIt
 
+from .visible import pieces
+
 TAGS = frozenset(
     [
         "a",
@@ -180,8 +182,6 @@ def markdown_html(text: str) -> str:
 def code_html(code: str) -> str:
     """Code as an escaped ``<pre><code>`` block, each invisible character or long whitespace run
     shown as a visible mark (the approval card's rule)."""
-    from .visible import pieces
-
     shown = "".join(
         html.escape(piece.text)
         if piece.mark is None

@@ -37,6 +37,7 @@ from .messages import (
     api_ready,
 )
 from .pricing import retirement
+from .probe import probe_capabilities
 from .providers import (
     CREDENTIAL_SOURCES,
     DEFAULT_PROVIDER,
@@ -230,7 +231,6 @@ class AnthropicModel:
         that switched features off, else nothing."""
         if self._probed:
             return []
-        from .probe import probe_capabilities
 
         self._probed = True
         self.capabilities = probe_capabilities(self._client, model_id(self.provider, self.model))

@@ -20,6 +20,7 @@ import numbers
 import os
 import re
 import select
+import struct
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -462,8 +463,7 @@ def relay_backlog(fd: int) -> int:
 def unread_bytes(fd: int) -> int:
     """Bytes waiting to be read from the pipe ``fd`` (0 when that cannot be told)."""
     try:
-        import fcntl
-        import struct
+        import fcntl  # POSIX only
         import termios
 
         answer = fcntl.ioctl(fd, termios.FIONREAD, struct.pack("i", 0))

@@ -16,6 +16,7 @@ from typing import Any
 from .attachments import Attachment, first_message
 from .context_rules import RulesUse, with_rules
 from .messages import Message, ModelRequest, Usage
+from .model import build_params
 from .pricing import Price
 from .records.schema import AttachmentRecord, ContextRecord, RulesRecord, SourcePrint, ToolSize
 from .redact import redact_text
@@ -89,8 +90,6 @@ def estimate_request(
     price: Price | None,
 ) -> RequestEstimate:
     """The first request's parameters (as ``build_params`` makes them), tokens and input cost."""
-    from .model import build_params
-
     params = build_params(model, ModelRequest(messages, tools, system, max_tokens))
     sent = {k: params[k] for k in ("tools", "system", "messages") if k in params}
     tokens = len(json.dumps(_without_cache(sent), separators=(",", ":"), ensure_ascii=False)) // 4

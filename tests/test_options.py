@@ -11,8 +11,7 @@ from traitlets.config import Config
 from qloop_kernel.notebook import options
 from qloop_kernel.notebook.commands import help_text
 from qloop_kernel.notebook.magic import QloopAgent, _parser, base_settings
-from qloop_kernel.notebook.options import OPTIONS, Option
-from qloop_kernel.notebook.queued import agent_prompt
+from qloop_kernel.notebook.options import OPTIONS, Option, agent_prompt
 from qloop_kernel.settings import SETTABLE, Settings
 
 _NEW = Option("--temperature", "temperature", "sampling temperature", "T", float, config=True)

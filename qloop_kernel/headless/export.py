@@ -13,7 +13,8 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..records import METADATA_KEY, MIME_TYPE, CellRecord, RecordError, load_record
+from ..notebook.options import agent_prompt
+from ..records import METADATA_KEY, MIME_TYPE, CellRecord, RecordError, load_record, mirrored_record
 from ..text import counted
 
 if TYPE_CHECKING:
@@ -32,8 +33,6 @@ def is_agent_cell(cell: Any) -> bool:
 
 def saved_record(cell: Any) -> CellRecord | None:
     """The cell's saved record (metadata, else its output mirror), or None if there is none."""
-    from .runner import mirrored_record
-
     data = cell.get("metadata", {}).get(METADATA_KEY) or mirrored_record(cell)
     if data is None:
         return None
@@ -80,8 +79,6 @@ def turn_markdown(prompt: str, record: CellRecord | None) -> str:
 
 
 def _prompt_of(cell: Any) -> str:
-    from ..notebook.queued import agent_prompt
-
     return agent_prompt(str(cell.get("source", "")))[1]
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from nbconvert.preprocessors import ExecutePreprocessor
 from traitlets import Bool
 
+from ..notebook.replay import RECEIVED_OPT_IN
 from .runner import SendsCellMetadata
 
 if TYPE_CHECKING:
@@ -42,8 +43,6 @@ class ReplayPreprocessor(SendsCellMetadata, ExecutePreprocessor):
     def preprocess(
         self, nb: Any, resources: Any = None, km: Any = None
     ) -> tuple[NotebookNode, dict[str, Any]]:
-        from ..notebook.replay import RECEIVED_OPT_IN
-
         before = os.environ.get(RECEIVED_OPT_IN)
         if self.replay_received:
             os.environ[RECEIVED_OPT_IN] = "1"  # the kernel inherits it; a notebook cannot set it

@@ -21,8 +21,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 from nbclient import NotebookClient
 from nbclient.util import ensure_async, run_sync
 
+from ..notebook.cell_runs import CELL_RUN_MIME
+from ..notebook.proposals import PROVENANCE_KEY, proposed_cell_id, provenance
 from ..notebook_view import CELLS_KEY, NOTEBOOK_VIEW_KEY, notebook_view
-from ..records import METADATA_KEY, MIME_TYPE, RecordError, load_record
+from ..policy.permissions import POLICY_DENIAL_PREFIX
+from ..records import METADATA_KEY, RecordError, load_record, mirrored_record
+from ..records.history import merged
 from ..records.text import usage_line
 from ..redact import redact_text
 from ..text import clip, counted
@@ -31,15 +35,6 @@ if TYPE_CHECKING:
     from jupyter_client.client import KernelClient
     from jupyter_client.manager import KernelManager
     from nbformat import NotebookNode
-
-
-def mirrored_record(cell: Any) -> dict[str, Any] | None:
-    """The newest transcript in a cell's outputs, if any."""
-    for output in reversed(cell.get("outputs", [])):
-        data = output.get("data") or {}
-        if MIME_TYPE in data and isinstance(data[MIME_TYPE], dict):
-            return dict(data[MIME_TYPE])
-    return None
 
 
 class SendsCellMetadata:
@@ -163,7 +158,6 @@ def move_cell_runs(nb: Any, agent: Any) -> list[str]:
     again by this run, in its turn, as any cell is."""
     import nbformat
 
-    from ..notebook.cell_runs import CELL_RUN_MIME
 
     kept, done = [], []
     for output in agent.get("outputs", []):
@@ -215,7 +209,6 @@ def _index_of(nb: Any, cell_id: str) -> int | None:
 def _add_cell(nb: Any, agent_cell: str, call: Any, added: list[str]) -> list[str]:
     import nbformat
 
-    from ..notebook.proposals import PROVENANCE_KEY, proposed_cell_id, provenance
 
     source = str(call.input.get("source", ""))
     cell_id = proposed_cell_id(agent_cell, len(added) + 1, source)
@@ -236,8 +229,6 @@ def _add_cell(nb: Any, agent_cell: str, call: Any, added: list[str]) -> list[str
 
 
 def _edit_cell(nb: Any, agent_cell: str, call: Any) -> list[str]:
-    from ..notebook.proposals import PROVENANCE_KEY, provenance
-
     source = str(call.input.get("source", ""))
     target = str(call.input.get("cell_id", ""))
     found = _index_of(nb, target)
@@ -316,7 +307,6 @@ def denied_note(record: Any) -> str:
     denied = [call for call in record.tool_calls if call.decision.kind == "denied"]
     if not denied:
         return ""
-    from ..policy.permissions import POLICY_DENIAL_PREFIX
 
     reasons = {str(call.decision.reason or "") for call in denied}
     policies = sorted(
@@ -330,8 +320,6 @@ def denied_note(record: Any) -> str:
 
 def keep_record(cell: Any) -> None:
     """Copy the record of a cell's output mirror into its metadata; never lose the saved one."""
-    from ..records.history import merged
-
     kept = merged(cell.metadata.get(METADATA_KEY), mirrored_record(cell))
     if kept is not None:
         cell.metadata[METADATA_KEY] = kept

@@ -14,10 +14,23 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..records import METADATA_KEY, CellRecord, RecordError, ToolCallRecord, load_record
+from ..notebook.options import agent_prompt
+from ..policy.risk import classify
+from ..records import (
+    METADATA_KEY,
+    CellRecord,
+    RecordError,
+    ToolCallRecord,
+    load_record,
+    mirrored_record,
+)
 from ..records.schema import shown_code
+from ..records.text import usage_line
 from ..redact import redact_text
+from ..server.record import METADATA_KEY as OUTSIDE_KEY
+from ..server.record import verified
 from ..text import clip
+from .export import is_agent_cell
 from .files import EXIT_FAILED, EXIT_OK
 
 CODE_LINES = 12  # of each step's code, without --full
@@ -50,9 +63,6 @@ def show(nb: Any, *, full: bool = False, as_json: bool = False) -> int:
 def outside_entries(metadata: Any) -> list[dict[str, Any]]:
     """The outside agents' calls saved in the notebook (``qloop_outside``), redacted; an entry
     that is not an object is listed as unreadable."""
-    from ..server.record import METADATA_KEY as OUTSIDE_KEY
-    from ..server.record import verified
-
     saved = metadata.get(OUTSIDE_KEY) if isinstance(metadata, dict) else None
     found = saved.get("entries") if isinstance(saved, dict) else None
     shown: list[dict[str, Any]] = []
@@ -97,9 +107,6 @@ def outside_lines(entries: list[dict[str, Any]], full: bool) -> list[str]:
 
 def cell_entry(cell: Any, index: int) -> dict[str, Any] | None:
     """What ``qloop show`` says about one cell (None: not an agent cell, no record), redacted."""
-    from .export import is_agent_cell
-    from .runner import mirrored_record
-
     saved = cell.get("metadata", {}).get(METADATA_KEY) or mirrored_record(cell)
     if saved is None and not is_agent_cell(cell):
         return None
@@ -115,8 +122,6 @@ def cell_entry(cell: Any, index: int) -> dict[str, Any] | None:
 
 
 def record_entry(record: CellRecord) -> dict[str, Any]:
-    from ..records.text import usage_line
-
     replayed = {id(step) for step in record.replay_steps()}
     return {
         "provenance": "yours" if record.is_own() else "received",
@@ -150,7 +155,6 @@ def risk_of(call: ToolCallRecord) -> str | None:
     None for a tool whose calls have no class."""
     from IPython.core.inputtransformer2 import TransformerManager
 
-    from ..policy.risk import classify
 
     code = call.input.get("code")
     if call.name != "run_code" or not isinstance(code, str):
@@ -218,6 +222,4 @@ def _bounded(code: str, limit: int, full: bool) -> list[str]:
 
 
 def _prompt(cell: Any) -> str:
-    from ..notebook.queued import agent_prompt
-
     return redact_text(str(agent_prompt(str(cell.get("source", "")))[1]))

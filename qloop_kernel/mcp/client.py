@@ -16,6 +16,7 @@ import os
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import AsyncIterator, Coroutine
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal, TypeVar
@@ -86,8 +87,6 @@ class LoopThread:
 
 def wait_future(future: concurrent.futures.Future[T], timeout: float) -> T:
     """The future's result, waiting in short slices; raises TimeoutError after ``timeout``."""
-    import time
-
     ends = time.monotonic() + timeout
     while True:
         left = ends - time.monotonic()

@@ -10,6 +10,8 @@ least ``unknown``.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 from collections.abc import Callable
@@ -19,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, model_validator
 from pydantic_core import PydanticCustomError
 
+from ..attachments import image_type
 from ..errors import ToolFailure
 from ..messages import Block
 from ..policy.risk import Assessment, Reason, Risk, most_severe
@@ -231,11 +234,6 @@ def _block(item: Any) -> list[Block]:
 def _image(item: Any) -> Block:
     """An image block the API accepts: its type read from its bytes (a server's label can be
     wrong, and the API refuses data that does not match it), within the size limit."""
-    import base64
-    import binascii
-
-    from ..attachments import image_type
-
     label = str(item.mime_type or "")
     try:
         raw = base64.b64decode(item.data, validate=True)

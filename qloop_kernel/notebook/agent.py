@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -10,26 +12,50 @@ from IPython.core.error import UsageError
 
 from ..conversation import ConversationManager
 from ..loop import CancelToken
+from ..mcp.config import McpConfigError
+from ..mcp.servers import McpServers
 from ..messages import Interrupted, TurnResult
+from ..model import AnthropicModel
+from ..notebook_view import select
 from ..policy.grants import Grants, Scope
-from ..policy.permissions import HEADLESS_HINT, ApprovalPolicy, Policy, policy_approver
+from ..policy.permissions import (
+    HEADLESS_HINT,
+    ApprovalPolicy,
+    AutoApprover,
+    Policy,
+    policy_approver,
+)
 from ..pricing import UnknownModelPrice
 from ..providers import DEFAULT_PROVIDER, ProviderError, ProviderName, missing_setting
 from ..records import MIME_TYPE, RecordError, load_record
+from ..records.drift import FingerprintingObserver, TurnPrints
+from ..records.history import AnnotatedStore
 from ..redact import redact_text, redacted_output
 from ..settings import Settings
+from ..tools.runtime import ToolRuntime
+from .approval import CardApprover, show_unasked
 from .cell import AgentError, CellContext, current_cell, store_for
-from .notebook_grants import NotebookGrantStore
+from .cell_runs import CELL_OPS, CellPort, CellRuns, PagePort, RunnerPort
+from .changes import ChangesStore, StepOutcomes, StepViews, UndoNotices
+from .code import CodeRunner
+from .context_turn import turn_context
+from .deadline import TurnWatch
+from .display import TurnDisplay, line
+from .guard import StepGuard
+from .ledger import cell_ledger
+from .mcp import review_project_files
+from .notebook_grants import NotebookGrantStore, notebook_notice
+from .proposals import CellProposals, proposal_tools, where_now
+from .replay import replay, replay_policy, replay_steps
+from .threaded import ThreadedModel
+from .tools import BuiltinTools, code_classifier
+from .undo import note_in_conversation
 
-if TYPE_CHECKING:  # types only: these modules are imported when a turn needs them
-    from ..mcp.servers import McpServers
-    from ..model import AnthropicModel
+if TYPE_CHECKING:
     from ..records import CellRecord
-    from ..tools.runtime import Tool, ToolRuntime
-    from .deadline import TurnWatch
-    from .proposals import CellProposals
+    from ..tools.runtime import Tool
     from .session import KernelSession
-    from .tools import BuiltinTools, NotebookSource
+    from .tools import NotebookSource
     from .undo import UndoLog, UndoReport
 
 ASK_WITHOUT_RECORD = "QLOOP_ASK_WITHOUT_RECORD"  # ask the model where the client sends no metadata
@@ -87,8 +113,6 @@ class KernelAgent:
 
     def _undo_log(self) -> UndoLog:
         """The kernel's undo log, told this session's budget, and whom to tell of an undo."""
-        from .changes import StepViews
-
         log = self.session.undo
         log.budget = lambda: self.manager.settings.undo_budget_bytes()
         log.device_budget = lambda: self.manager.settings.undo_device_budget_bytes()
@@ -100,8 +124,6 @@ class KernelAgent:
 
     def _tell_model(self, report: UndoReport) -> None:
         """The model reads what was undone in its next turn, with the result of the undone step."""
-        from .undo import note_in_conversation
-
         note_in_conversation(self.manager.messages, report.call_id, report.model_note())
 
     def tools(
@@ -112,9 +134,6 @@ class KernelAgent:
     ) -> list[Tool]:
         """The turn's tools; read_notebook only where the running cell's notebook can be read,
         add_cell and edit_cell where proposals can be shown or applied."""
-        from .proposals import proposal_tools
-        from .tools import BuiltinTools
-
         if self._builtins is None:
             self._builtins = BuiltinTools(self.shell, private=self.session.private_variables)
         builtin = self._builtins.for_turn(
@@ -129,11 +148,6 @@ class KernelAgent:
         """Where the agent may propose cells: a page whose extension shows proposals, or
         ``qloop run`` (which sent the notebook's view and applies them); None elsewhere. Where
         the page also takes a cell's outputs, the agent may run cells (cell_runs.py)."""
-        from .cell_runs import CELL_OPS, CellPort, CellRuns, PagePort, RunnerPort
-        from .code import CodeRunner
-        from .proposals import CellProposals
-        from .tools import code_classifier
-
         source = self.notebook_source(cell)
         if source is None or not cell.cell_id:
             return None
@@ -165,8 +179,6 @@ class KernelAgent:
         """What answers read_notebook for ``cell``: the view ``qloop run`` sent with it, or the
         extension of the page that sent it (asked at each call); None where neither exists (a
         console, a frontend without the extension, nbclient without ``qloop run``)."""
-        from ..notebook_view import select
-
         if cell is None:
             return None
         view = cell.notebook
@@ -181,9 +193,6 @@ class KernelAgent:
 
     def mcp_tools(self) -> list[Tool]:
         """The tools of the configured MCP servers (each connected on first use)."""
-        from ..mcp.config import McpConfigError
-        from .display import line
-
         try:
             if not self.mcp.configured():
                 return []
@@ -198,9 +207,6 @@ class KernelAgent:
     def _note_unrepeated(self, record: CellRecord) -> None:
         """Saved MCP calls a replay does not repeat (a tool not read-only, or its server not
         connected): the saved result stands, and the cell says so."""
-        from .display import line
-        from .replay import replay_steps
-
         saved = [c for c in record.tool_calls if c.name.startswith("mcp__")]
         if not saved:
             return
@@ -213,9 +219,6 @@ class KernelAgent:
     def _note_proposals(self, record: CellRecord, cell: CellContext) -> None:
         """A replay does not propose the saved turn's cells again: the cell says where each one
         it added or changed is now (kept as accepted, edited since, deleted since)."""
-        from .display import line
-        from .proposals import where_now
-
         source = self.notebook_source(cell)
         view = source(None, False) if source is not None else None
         for note in where_now(record, view):
@@ -223,10 +226,6 @@ class KernelAgent:
 
     def replay_runtime(self) -> ToolRuntime:
         """The turn's tools; their approval was given once, by the replay's card or policy."""
-        from ..policy.permissions import AutoApprover
-        from ..tools.runtime import ToolRuntime
-        from .guard import StepGuard
-
         return ToolRuntime.of(
             self.tools(self.manager.settings), AutoApprover(), guard=StepGuard(self)
         )
@@ -237,11 +236,6 @@ class KernelAgent:
     def runtime_for(self, settings: Settings, cell: CellContext, tools: list[Tool]) -> ToolRuntime:
         """The turn's ToolRuntime: the policy by risk class, the grants, and the card when someone
         can click (every call that runs without one is shown, with its code)."""
-        from ..tools.runtime import ToolRuntime
-        from .approval import CardApprover, show_unasked
-        from .changes import UndoNotices
-        from .guard import StepGuard
-
         name = self.policy_for(settings, cell)
         scopes: tuple[Scope, ...] = ("cell", "session")
         if self.notebook_grants.available:
@@ -260,9 +254,6 @@ class KernelAgent:
 
     def load_notebook_grants(self, cell: CellContext) -> None:
         """Read the grants of the cell's notebook once per frontend connection, and say so."""
-        from .display import line
-        from .notebook_grants import notebook_notice
-
         saved = self.notebook_grants.load(cell)
         self.notebook_grants.use_cell(cell)
         notice = notebook_notice(saved) if saved is not None else None
@@ -295,8 +286,6 @@ class KernelAgent:
                 raise UsageError(str(exc)) from None
             # The saved prompt is redacted: compare it with the prompt as it would be saved.
             if record.prompt == redact_text(prompt) and record.replayable:
-                from .replay import replay, replay_policy
-
                 self.load_notebook_grants(cell)
                 self._note_unrepeated(record)
                 self._note_proposals(record, cell)
@@ -307,16 +296,6 @@ class KernelAgent:
     def run_turn(
         self, prompt: str, settings: Settings, cell: CellContext, attach: tuple[str, ...] = ()
     ) -> TurnResult:
-        from ..records.drift import FingerprintingObserver, TurnPrints
-        from ..records.history import AnnotatedStore
-        from .changes import ChangesStore, StepOutcomes
-        from .context_turn import turn_context
-        from .deadline import TurnWatch
-        from .display import TurnDisplay, line
-        from .ledger import cell_ledger
-        from .mcp import review_project_files
-        from .threaded import ThreadedModel
-
         _check_credentials(settings.provider)
         try:
             settings.resolved_price(settings.model)
@@ -401,11 +380,6 @@ def _check_credentials(provider: ProviderName = DEFAULT_PROVIDER) -> None:
 def _mcp_servers(session: KernelSession) -> McpServers:
     """The session's MCP servers: kernel config's read at each use, the notebook's folder the
     kernel's working folder (where Jupyter starts it); stopped when the kernel exits."""
-    import atexit
-    import weakref
-
-    from ..mcp.servers import McpServers
-
     servers = McpServers(config=session.mcp_config)
     held = weakref.ref(servers)
 
@@ -421,9 +395,6 @@ def _mcp_servers(session: KernelSession) -> McpServers:
 def _platform_model(settings: Settings) -> AnthropicModel:
     """The turn's model client on the settings' platform; a compatible server's missing
     features are switched off on first use, with one line in the cell."""
-    from ..model import AnthropicModel
-    from .display import line
-
     try:
         model = AnthropicModel(settings.model, provider=settings.provider)
     except ProviderError as exc:

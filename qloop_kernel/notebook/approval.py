@@ -35,6 +35,7 @@ from ..policy.permissions import (
     ReplayRequest,
     Request,
 )
+from ..policy.risk import most_severe
 from ..text import clip, counted
 from ..visible import Piece, as_shown, bounded, has_marks, mixed_script_names, pieces
 from .pump import wait_until, wake
@@ -308,8 +309,6 @@ class ApprovalCard:
             return self._edit_assessment.risk
         request = self.request
         if isinstance(request, ReplayRequest) and request.assessments:
-            from ..policy.risk import most_severe
-
             return most_severe(a.risk if a is not None else "unknown" for a in request.assessments)
         return request.risk
 

@@ -28,6 +28,7 @@ from ..messages import Block
 from ..policy.risk import Assessment
 from ..redact import redact
 from ..tools.runtime import Tool, format_exception
+from .display import line
 
 if TYPE_CHECKING:
     from .code import CodeRunner, Ran
@@ -149,8 +150,6 @@ class CellRuns:
     def run(self, cell_id: str, source: str) -> list[Block]:
         """Run ``source`` as cell ``cell_id``: its outputs go into that cell, the model reads them.
         Raises ToolFailure (outputs sent first) when the cell raised."""
-        from .display import line
-
         ran = self.runner.execute(source, own_result=True)
         with ran.redacting():
             outputs = redact(cell_outputs(ran))

@@ -21,6 +21,8 @@ from ..records import CellRecord
 from ..records.schema import VariableChange
 from ..redact import redact_text
 from ..values.fingerprint import Change
+from .approval import StepChangesBox
+from .display import line
 from .undo import StepChanges, UndoLog, UndoReport
 
 MAX_RECORDED_CHANGES = 50  # per step, in the record
@@ -83,15 +85,12 @@ class StepViews:
         if not step.changes and not step.notebook and not notes:
             return
         if not interactive:
-            from .display import line
-
             line("changes: " + "; ".join(lines))
             for note in notes:
                 line(note, "warn")
             return
         from IPython.display import display
 
-        from .approval import StepChangesBox
 
         undo = (lambda: self.log.undo(step).lines()) if step.undoable else None
         box = StepChangesBox(lines, notes, undo)

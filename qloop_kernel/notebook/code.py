@@ -27,6 +27,7 @@ from ..values.summaries import bounded_repr
 from .clusters import ClusterStep, stop_message
 from .deadline import StepStopped, shielded, time_limit
 from .descriptors import descriptor_output
+from .session import session_for
 
 if TYPE_CHECKING:
     from .deadline import TurnWatch
@@ -70,7 +71,6 @@ class CodeRunner:
         (a notebook cell the agent runs shows it as its own ``Out``)."""
         from IPython.utils.capture import capture_output
 
-        from .session import session_for
 
         private = self.private or PrivateVariables()
         before = private.values(self.shell.user_ns)
@@ -203,8 +203,6 @@ def show_bounded(captured: Any, limit: int) -> None:
 
 def session_output_limit(shell: Any) -> int:
     """The session's ``max_output_chars`` (the default without an agent)."""
-    from .session import session_for
-
     settings = session_for(shell).settings
     return settings.max_output_chars if settings is not None else MAX_OUTPUT_CHARS
 
@@ -230,8 +228,6 @@ def _error_of(result: Any) -> BaseException | None:
 
 def _turn_watch(shell: Any) -> TurnWatch | None:
     """The running turn's watch (Stop button, ``--timeout``), or None outside a turn."""
-    from .session import session_for
-
     return session_for(shell).watch
 
 

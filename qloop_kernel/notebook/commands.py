@@ -14,7 +14,18 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 from IPython.core.error import UsageError
 from pydantic import ValidationError
 
+from ..headless.export import records_script
+from ..policy.grants import SCOPE_TEXT, SCOPES, Grant, Scope
+from ..policy.risk import RISKS
+from ..pricing import Price, known_models, price_figures, prices_as_of, retired_models
+from ..records.history import describe
+from ..redact import private_variables
+from ..settings import SETTABLE
 from ..text import counted
+from .cell import current_cell
+from .context_turn import next_turn_view
+from .mcp import mcp_command
+from .options import help_lines, setting_names
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
@@ -81,10 +92,6 @@ examples:
 
 def help_text() -> str:
     """``%agent help``: the sub-commands, then the options (from options.py), policies, defaults."""
-    from ..policy.risk import RISKS
-    from ..settings import SETTABLE
-    from .options import help_lines, setting_names
-
     return HELP.format(
         settable=", ".join(SETTABLE),
         options="\n".join(help_lines()),
@@ -120,8 +127,6 @@ def _status(magics: AgentMagics, args: list[str]) -> None:
 
 
 def _set(magics: AgentMagics, args: list[str]) -> None:
-    from ..settings import SETTABLE
-
     if len(args) != 2 or args[0] not in SETTABLE:
         raise UsageError(f"usage: %agent set NAME VALUE, NAME one of {', '.join(SETTABLE)}")
     name, value = args
@@ -135,8 +140,6 @@ def _set(magics: AgentMagics, args: list[str]) -> None:
 
 
 def _models(magics: AgentMagics, args: list[str]) -> None:
-    from ..pricing import known_models, prices_as_of, retired_models
-
     current = magics.agent.manager.settings.model
     print(f"known models (prices as of {prices_as_of()}, USD per million tokens):")
     for model in known_models():
@@ -149,8 +152,6 @@ def _models(magics: AgentMagics, args: list[str]) -> None:
 
 
 def _price(magics: AgentMagics, args: list[str]) -> None:
-    from ..pricing import Price, price_figures
-
     try:
         figures = price_figures(" ".join(args))
     except ValueError as exc:
@@ -169,8 +170,6 @@ ALLOW_USAGE = (
 
 
 def _allow(magics: AgentMagics, args: list[str]) -> None:
-    from ..policy.grants import SCOPE_TEXT, SCOPES, Grant, Scope
-
     agent = magics.agent
     tool = _known_tool(agent, args[0], "allow")
     assert tool is not None  # no extra names: a tool, or refused
@@ -195,15 +194,11 @@ def _allow(magics: AgentMagics, args: list[str]) -> None:
 
 
 def _allow_usage() -> str:
-    from ..policy.risk import RISKS
-
     return ALLOW_USAGE.format(classes=", ".join(RISKS))
 
 
 def _granted_class(tool: Any, word: str | None) -> Risk | None:
     """The class ``%agent allow`` grants: None (every call) for "all" or an unclassified tool."""
-    from ..policy.risk import RISKS
-
     if tool.classify is None or word == "all":
         return None
     if word is None:
@@ -216,8 +211,6 @@ def _granted_class(tool: Any, word: str | None) -> Risk | None:
 
 
 def _need_notebook(agent: Any, shell: Any) -> None:
-    from .cell import current_cell
-
     agent.load_notebook_grants(current_cell(shell))
     if not agent.notebook_grants.available:
         raise UsageError(
@@ -245,8 +238,6 @@ def _known_tool(
 
 
 def _grants(magics: AgentMagics, args: list[str]) -> None:
-    from .cell import current_cell
-
     agent = magics.agent
     cell = current_cell(magics.shell)
     agent.load_notebook_grants(cell)
@@ -274,7 +265,6 @@ def _revoke(magics: AgentMagics, args: list[str]) -> None:
     named = {g.tool for g in agent.grants} | {g.tool for g in agent.grants.notebook.received}
     if name != "all":
         _known_tool(agent, name, "revoke", extra=("all", *sorted(named)))
-    from .cell import current_cell
 
     agent.notebook_grants.use_cell(current_cell(magics.shell))
     gone = agent.grants.revoke(None if name == "all" else name)
@@ -313,8 +303,6 @@ def _key(magics: AgentMagics, args: list[str]) -> None:
 
 
 def _context(magics: AgentMagics, args: list[str]) -> None:
-    from .context_turn import next_turn_view
-
     print(next_turn_view(magics.agent, args))
 
 
@@ -328,8 +316,6 @@ def _undo(magics: AgentMagics, args: list[str]) -> None:
 
 
 def _private(magics: AgentMagics, args: list[str]) -> None:
-    from ..redact import private_variables
-
     private = private_variables(magics.agent.manager)
     clear = bool(args) and args[0] == "--clear"
     names = args[1:] if clear else args
@@ -348,8 +334,6 @@ def _private(magics: AgentMagics, args: list[str]) -> None:
 
 
 def _history(magics: AgentMagics, args: list[str]) -> None:
-    from ..records.history import describe
-
     saved = magics.agent.saved_records
     if not saved:
         print("no saved agent cells have run in this kernel yet")
@@ -360,8 +344,6 @@ def _history(magics: AgentMagics, args: list[str]) -> None:
 
 
 def _export(magics: AgentMagics, args: list[str]) -> None:
-    from ..headless.export import records_script
-
     script = records_script(list(magics.agent.manager.records.values()))
     if not script:
         print("no agent turns in this session yet")
@@ -373,8 +355,6 @@ def _export(magics: AgentMagics, args: list[str]) -> None:
 
 
 def _mcp(magics: AgentMagics, args: list[str]) -> None:
-    from .mcp import mcp_command
-
     mcp_command(magics, args)
 
 

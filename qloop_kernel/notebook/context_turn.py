@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
-from ..attachments import Attachment, AttachmentError, Sources, attach_all
+from ..attachments import Attachment, AttachmentError, Sources, attach_all, split_items
 from ..context import estimate_tokens
 from ..context_rules import (
     RulesApprovals,
@@ -28,12 +28,18 @@ from ..context_rules import (
 )
 from ..errors import ToolInputError
 from ..messages import ToolCall
+from ..model import cache_minimum
+from ..policy.permissions import ApprovalRequest, Approve
+from ..pricing import UnknownModelPrice
 from ..text import counted
-from ..turn_context import TurnContext, estimate_request
-from .cell import CellContext
+from ..tools import namespace
+from ..turn_context import ESTIMATE_METHOD, TurnContext, estimate_request
+from .approval import CardApprover
+from .cell import CellContext, current_cell
+from .display import line
+from .tools import session_private_variables
 
 if TYPE_CHECKING:
-    from ..policy.permissions import ApprovalRequest
     from ..pricing import Price
     from ..settings import Settings
 
@@ -68,9 +74,6 @@ def rules_for(agent: Any, cell: CellContext, *, ask: bool = True) -> list[RulesU
 
 
 def _ask(use: RulesUse, approvals: RulesApprovals, cell: CellContext) -> RulesUse:
-    from ..policy.permissions import Approve
-    from .approval import CardApprover
-
     if use.status not in ("unapproved", "changed"):
         return use
     decision = CardApprover(allow_always=False, cell_id=cell.cell_id).decide(rules_request(use))
@@ -83,8 +86,6 @@ def _ask(use: RulesUse, approvals: RulesApprovals, cell: CellContext) -> RulesUs
 
 def rules_request(use: RulesUse) -> ApprovalRequest:
     """The approval card's request for one project rules file: its text, or what changed."""
-    from ..policy.permissions import ApprovalRequest
-
     rules = use.file
     if use.status == "changed" and use.previous is not None:
         shown: dict[str, Any] = {"file": rules.path, "sha256": rules.sha256,
@@ -99,8 +100,6 @@ def rules_request(use: RulesUse) -> ApprovalRequest:
 
 def show_rules_line(uses: list[RulesUse]) -> None:
     """One line in the cell: the rules used and those skipped, and why."""
-    from .display import line
-
     uses = [u for u in uses if u.status != "off"]  # left out by the user's own setting
     if not uses:
         return
@@ -128,9 +127,6 @@ def attachments_for(agent: Any, items: list[str]) -> list[Attachment]:
 def sources_of(agent: Any) -> Sources:
     """Where ``--with`` looks: the notebook's folder, the namespace (through the same summary and
     private-variable rules as ``inspect_variable``), the cells run in this kernel."""
-    from ..tools import namespace
-    from .tools import session_private_variables
-
     shell = agent.shell
     private = session_private_variables(shell)
 
@@ -156,8 +152,6 @@ CONTEXT_USAGE = "usage: %agent context [full] [--with ITEM[,ITEM...]]"
 
 def next_turn_view(agent: Any, words: list[str]) -> str:
     """``%agent context``: what the next turn's first request holds besides the prompt."""
-    from .cell import current_cell
-
     full, items = _context_words(words)
     settings = agent.manager.settings
     context = TurnContext(
@@ -186,8 +180,6 @@ def next_turn_view(agent: Any, words: list[str]) -> str:
 
 
 def _context_words(words: list[str]) -> tuple[bool, list[str]]:
-    from ..attachments import split_items
-
     full, given = False, []
     rest = list(words)
     while rest:
@@ -202,8 +194,6 @@ def _context_words(words: list[str]) -> tuple[bool, list[str]]:
 
 
 def _price(settings: Settings) -> Price | None:
-    from ..pricing import UnknownModelPrice
-
     try:
         return settings.resolved_price(settings.model)
     except UnknownModelPrice:
@@ -233,9 +223,6 @@ def _attached_lines(attachments: list[Attachment]) -> list[str]:
 
 
 def _estimate_lines(model: str, estimate: Any) -> list[str]:
-    from ..model import cache_minimum
-    from ..turn_context import ESTIMATE_METHOD
-
     cost = "unknown (no price for the model)"
     if estimate.cost_usd is not None:
         cost = f"${estimate.cost_usd:.4f} at the input price, nothing read from cache"

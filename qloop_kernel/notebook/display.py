@@ -14,6 +14,7 @@ from typing import Any
 from IPython.display import HTML, display
 
 from ..loop import CancelToken, TurnObserver
+from ..markup import markdown_html
 from ..messages import (
     ModelEvent,
     ModelResponse,
@@ -26,7 +27,11 @@ from ..messages import (
     Usage,
     describe_stop,
 )
+from ..policy.permissions import POLICY_DENIAL_PREFIX
 from ..text import clip, counted
+from .approval import StopButton
+from .deadline import clicks_where_sent, stop_on_arrival
+from .pump import wake
 
 REFRESH_S = 0.15  # how often streamed Markdown is re-rendered
 # Streamed text is shown in pieces of about this size, cut at paragraph breaks outside code: each
@@ -43,8 +48,6 @@ ANSWER_CLASS = "qloop-answer"
 def answer_bundle(text: str, **flags: Any) -> dict[str, Any]:
     """A display bundle for model-written Markdown (live or saved): sanitized HTML, never
     text/markdown (which a frontend renders as trusted)."""
-    from ..markup import markdown_html
-
     rendered = f"<div class='{ANSWER_CLASS}'>{markdown_html(text)}</div>" if text else ""
     return {ANSWER_MIME: {"markdown": text, **flags}, "text/html": rendered, "text/plain": text}
 
@@ -121,8 +124,6 @@ class TurnDisplay(TurnObserver):
         self._status_handle: Any = None
         self._status_at = 0.0
         if interactive:
-            from .approval import StopButton
-
             self._stop = StopButton(cancel.cancel)
             self._stop_handle = display(
                 widget_bundle(self._stop.widget, waiting_text(max_turns)),
@@ -261,8 +262,6 @@ def _stop_while_steps_run(button: Any, cancel: CancelToken) -> None:
     """Stop works while a step runs: on the subshell a click arrives on, or else as soon as the
     shell-channel thread sees it (main-shell clicks: VS Code, JupyterLab < 4.4)."""
     global _stop_warned
-    from .deadline import clicks_where_sent, stop_on_arrival
-    from .pump import wake
 
     clicks_where_sent(button)
 
@@ -313,8 +312,6 @@ def _short_input(value: dict[str, Any], limit: int = 80) -> str:
 
 def denied_words(reason: str | None) -> str:
     """A denial as a person reads it: the policy's sentence, or "denied by you" and the reason."""
-    from ..policy.permissions import POLICY_DENIAL_PREFIX
-
     if reason and reason.startswith(POLICY_DENIAL_PREFIX):
         return reason
     return f"denied by you: {reason}" if reason else "denied by you"

@@ -11,7 +11,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..policy import pipeline
+from ..policy.grants import Grants
+from ..policy.permissions import (
+    ApprovalPolicy,
+    AutoApprover,
+    PolicyDenier,
+    policy_approver,
+    policy_verdict,
+)
 from ..tools.runtime import ToolRuntime
+from .approval import ApprovalCard, CardApprover
 
 
 class StepRunning(Exception):
@@ -58,11 +68,6 @@ class StepGuard:
         self.agent.base_settings = self._base
 
     def _remember(self, runtime: ToolRuntime) -> None:
-        from ..policy import pipeline
-        from ..policy.grants import Grants
-        from ..policy.permissions import ApprovalPolicy, AutoApprover, PolicyDenier
-        from .approval import ApprovalCard, CardApprover
-
         owners = [(CardApprover, "decide"), (ApprovalCard, "wait"), (ApprovalCard, "_decide"),
                   (AutoApprover, "decide"), (PolicyDenier, "decide"), (type(runtime), "run"),
                   (type(runtime), "_execute"), (type(runtime), "_permit"),
@@ -78,17 +83,6 @@ class StepGuard:
         self._base = self.agent.base_settings
 
     def _state(self, runtime: ToolRuntime) -> dict[str, Any]:
-        from ..policy import pipeline
-        from ..policy.grants import Grants
-        from ..policy.permissions import (
-            ApprovalPolicy,
-            AutoApprover,
-            PolicyDenier,
-            policy_approver,
-            policy_verdict,
-        )
-        from .approval import ApprovalCard, CardApprover
-
         approver = runtime.approver
         manager = self.agent.manager
         return {

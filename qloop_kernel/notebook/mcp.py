@@ -13,9 +13,13 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
+from ..mcp.config import McpConfigError, ServerConfig, check_name
 from ..messages import ToolCall
 from ..policy.permissions import ApprovalRequest, Approve
+from ..redact import redact_text
+from .approval import CardApprover
 from .cell import CellContext
+from .display import line
 
 USAGE = """\
 %agent mcp                                  servers, their state and tools
@@ -29,8 +33,6 @@ USAGE = """\
 
 def mcp_command(magics: Any, args: list[str]) -> None:
     """``%agent mcp [add|remove|restart|trust|approve] ...``."""
-    from ..mcp.config import McpConfigError
-
     servers = magics.agent.mcp
     verb, rest = (args[0], args[1:]) if args else ("list", [])
     try:
@@ -62,8 +64,6 @@ def _named(servers: Any, verb: str, name: str) -> None:
 
 
 def _add(servers: Any, name: str, spec: list[str]) -> None:
-    from ..mcp.config import ServerConfig, check_name
-
     check_name(name)
     if spec[0] == "--":
         if len(spec) < 2:
@@ -126,8 +126,6 @@ def listing(servers: Any) -> str:
 
 
 def _state(server: Any) -> str:
-    from ..redact import redact_text
-
     connection = server.connection
     if connection is not None and connection.error and server.state != "connected":
         return f"{server.state} ({redact_text(connection.error)})"
@@ -141,10 +139,6 @@ def _commands(project: Any) -> str:
 def review_project_files(servers: Any, cell: CellContext) -> None:
     """Before a turn: a card for each received project file (interactive), or a line saying it is
     not started (headless). A file declined here is not asked about again in this session."""
-    from ..mcp.config import McpConfigError
-    from .approval import CardApprover
-    from .display import line
-
     try:
         pending = [p for p in servers.project_files() if not p.approved]
     except McpConfigError as exc:

@@ -2,7 +2,7 @@
 
 Everything that knows the options reads this table: the cell's parser (``magic.py``), the options part
 of ``%agent help`` (``commands.py``), the Run All scanner and the prompt readers of ``qloop show`` and
-``qloop export`` (``queued.agent_prompt``), and the ``QloopAgent`` config traits, which give every
+``qloop export`` (``agent_prompt``), and the ``QloopAgent`` config traits, which give every
 cell its defaults. An option with ``config=True`` names a field of ``settings.Settings``, which holds
 its type, default and bounds (``tests/test_options.py`` holds the two to each other).
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import textwrap
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, NoReturn, cast
@@ -125,12 +126,17 @@ def split_options(line: str, options: Iterable[Option] = OPTIONS) -> tuple[list[
     return words, rest
 
 
+def agent_prompt(code: str) -> tuple[list[str], str]:
+    """The options and the prompt of a ``%%agent`` cell's source, as the magic reads them."""
+    first, _, body = code.lstrip().partition("\n")
+    words, rest = split_options(first[len("%%agent") :])
+    return words, (rest + "\n" + body).strip()
+
+
 def help_lines(
     options: Iterable[Option] = OPTIONS, column: int = 29, width: int = 100
 ) -> list[str]:
     """The options part of ``%agent help``: each option's usage, then what it does (wrapped)."""
-    import textwrap
-
     lines = []
     for option in options:
         usage = option.flag if option.metavar is None else f"{option.flag} {option.metavar}"

@@ -25,7 +25,9 @@ from ..notebook_view import SOURCE_CHARS
 from ..policy.permissions import ApprovalRequest, Approve, ApproveEdited, Deny
 from ..policy.risk import Assessment, Reason, severity
 from ..records import signing
-from ..tools.runtime import Tool
+from ..tools.runtime import Tool, running_call_id
+from .cell_runs import run_cell_tool
+from .undo import NotebookEdit
 
 if TYPE_CHECKING:
     from ..messages import ToolCall
@@ -257,8 +259,6 @@ class CellProposals:
     ) -> None:  # fmt: skip
         """Make the accepted cell (and what its run did, ``step``) the step Undo takes back,
         where the page can take a cell back."""
-        from .undo import NotebookEdit
-
         page = self.page
         if self.undo is None or page is None or answer is None:
             return
@@ -433,14 +433,10 @@ def proposal_tools(proposals: CellProposals) -> list[Tool]:
         Tool.from_function(edit_cell, editable_field="source", classify=classify),
     ]
     if runs is not None:
-        from .cell_runs import run_cell_tool
-
         tools.append(run_cell_tool(runs, proposals.classify_code))
     return tools
 
 
 def _current_call() -> str:
     """The id of the tool call being run (the runtime sets it around each call)."""
-    from ..tools.runtime import running_call_id
-
     return running_call_id() or ""

@@ -10,19 +10,14 @@ is not checked or recorded here, so the kernel's own dispatch of the request lat
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 from dataclasses import dataclass
 from typing import Any
 
+from .pump import PumpUnavailable, ShellPump
+
 QUEUE_WAIT_S = 0.3  # Run All sends its requests at once: they are in the socket by then
-
-
-def agent_prompt(code: str) -> tuple[list[str], str]:
-    """The options and the prompt of a ``%%agent`` cell's source, as the magic reads them."""
-    from .options import split_options
-
-    first, _, body = code.lstrip().partition("\n")
-    words, rest = split_options(first[len("%%agent") :])
-    return words, (rest + "\n" + body).strip()
 
 
 @dataclass(frozen=True)
@@ -34,8 +29,6 @@ class QueuedCell:
 
 def queued_agent_cells(timeout: float = QUEUE_WAIT_S) -> list[QueuedCell]:
     """The ``%%agent`` cells with saved metadata whose requests wait behind this cell."""
-    from .pump import PumpUnavailable, ShellPump
-
     try:
         pump = ShellPump.current()
     except PumpUnavailable:
@@ -91,9 +84,6 @@ def _unpack(
 
 def _waiting_tasks(kernel: Any) -> list[Any]:
     """The frames of shell requests ipykernel read already, each waiting in a ``shell_main`` task."""
-    import asyncio
-    import inspect
-
     loop = getattr(getattr(kernel, "io_loop", None), "asyncio_loop", None)
     if loop is None:
         return []

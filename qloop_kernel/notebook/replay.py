@@ -42,14 +42,22 @@ from ..policy.permissions import (
 )
 from ..policy.pipeline import PermissionPipeline, Provenance
 from ..policy.risk import Assessment, Reason, most_severe
-from ..records import CellRecord, ToolCallRecord
-from ..records.drift import changed_after
+from ..records import CellRecord, RecordError, ToolCallRecord, image_placeholder, load_record
+from ..records.drift import changed_after, differences, output_differences
 from ..records.schema import REPLAYABLE_DECISIONS
 from ..records.text import usage_line
+from ..redact import redact_text
 from ..settings import Settings
 from ..text import clip, counted
 from ..tools.runtime import Tool, ToolRuntime
+from ..values.fingerprint import compare_changes
+from .approval import CardApprover
 from .cell import AgentError, CellContext, store_for
+from .changes import variable_changes
+from .display import line, show_answer
+from .ledger import cell_ledger
+from .options import agent_prompt
+from .queued import queued_agent_cells
 from .undo import StepChanges, UndoLog
 
 if TYPE_CHECKING:
@@ -183,8 +191,6 @@ def plan_for(record: CellRecord, tools: dict[str, Tool], drift: tuple[str, ...])
 
 def replay(host: ReplayHost, record: CellRecord, policy: Policy, cell: CellContext) -> None:
     """Replay ``record`` in the kernel and take it into the shared conversation once approved."""
-    from .display import line, show_answer
-
     drift = tuple(drift_before(host.session, record))
     runtime = host.replay_runtime()
     plan = plan_for(record, runtime.tools, drift)
@@ -219,9 +225,6 @@ def replay(host: ReplayHost, record: CellRecord, policy: Policy, cell: CellConte
 
 def drift_before(session: KernelSession, record: CellRecord) -> list[str]:
     """What differs before a replay: variables read, Python and libraries, edited input cells."""
-    from ..records.drift import differences
-    from .ledger import cell_ledger
-
     found = differences(record.fingerprint, session.shell.user_ns)
     if record.fingerprint is not None:
         ledger = cell_ledger(session).defined
@@ -234,8 +237,6 @@ def drift_before(session: KernelSession, record: CellRecord) -> list[str]:
 
 def _run_steps(runtime: ToolRuntime, plan: ReplayPlan, log: UndoLog) -> list[str]:
     """Run the steps in order; return how their outputs and changes differ from the saved run."""
-    from .display import line
-
     differing: list[str] = []
     total = len(plan.steps)
     for index, step in enumerate(plan.steps, 1):
@@ -291,18 +292,12 @@ def denied_line(plan: ReplayPlan, decision: Deny, policy: Policy) -> str:
 
 def _namespace_changes(step: ToolCallRecord, now: StepChanges | None) -> list[str]:
     """How a replayed step's changes differ from the saved run's (none if they were not saved)."""
-    from ..values.fingerprint import compare_changes
-    from .changes import variable_changes
-
     if step.changes is None or now is None:
         return []
     return compare_changes(step.changes, variable_changes(now.changes))
 
 
 def _output_changes(step: ToolCallRecord, outcome: ToolOutcome) -> list[str]:
-    from ..records import image_placeholder
-    from ..records.drift import output_differences
-
     images = [image_placeholder(b) for b in outcome.content if b.get("type") == "image"]
     return output_differences(step, outcome.text, [i.sha256 for i in images if i is not None])
 
@@ -312,8 +307,6 @@ def _decide(
 ) -> Decision:
     """The approval of a replay, by the one permission pipeline: the policy's verdict on the steps'
     most severe class, combined with the record's provenance, then grants, then the card."""
-    from .display import line
-
     if not plan.steps and not plan.received:
         return Approve()  # nothing runs; the user's own conversation is taken back
     # Digests of saved records whose replay a card approved ahead (Run All), kept by the session.
@@ -342,8 +335,6 @@ class _RunAllCard:
         self.plan, self.host, self.ahead, self.cell_id = plan, host, ahead, cell_id
 
     def decide(self, request: Request) -> Decision:
-        from .approval import CardApprover
-
         later = tuple(_queued_plans(self.host)) if self.host is not None else ()
         card = CardApprover(allow_always=False, cell_id=self.cell_id)
         decision = card.decide(self.plan.request(later) if later else request)
@@ -354,10 +345,6 @@ class _RunAllCard:
 
 def _queued_plans(host: ReplayHost) -> list[ReplayPlan]:
     """The replays of the saved agent cells whose requests wait behind this one."""
-    from ..records import RecordError, load_record
-    from ..redact import redact_text
-    from .queued import agent_prompt, queued_agent_cells
-
     tools = host.replay_runtime().tools
     plans = []
     for queued in queued_agent_cells():

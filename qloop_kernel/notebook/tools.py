@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Annotated, Any
 
 from annotated_types import Interval
 
 from ..errors import ToolFailure
 from ..notebook_view import render
+from ..policy.risk import classify
 from ..redact import PrivateVariables
+from ..tools import history, namespace
 from ..tools.namespace import MAX_ROWS
 from ..tools.runtime import Tool
 from .code import CodeRunner
+from .session import session_for
 
 if TYPE_CHECKING:
     from ..policy.risk import Assessment
@@ -77,7 +80,6 @@ class BuiltinTools:
         self.runner.timeout_s = code_timeout_s
         self.runner.private = self.private()
         offered = [t for t in self._tools if t.name != "read_notebook" or notebook is not None]
-        from .session import session_for
 
         return session_for(self.shell).user_tools.with_registered(offered)
 
@@ -87,8 +89,6 @@ class BuiltinTools:
 
 def _builtin_set(tools: BuiltinTools) -> list[Tool]:
     """The built-in tools, reading the turn's binding and the private variables at each call."""
-    from ..tools import history, namespace
-
     shell = tools.shell
 
     def list_variables() -> str:
@@ -180,10 +180,6 @@ def _builtin_set(tools: BuiltinTools) -> list[Tool]:
 def code_classifier(shell: Any) -> Callable[[dict[str, Any]], Assessment]:
     """The risk class of a ``run_code`` input: the source IPython would run (magics and ``!``
     transformed), against the names the user's namespace holds now. Nothing is executed."""
-    from dataclasses import replace
-
-    from ..policy.risk import classify
-
     def assess(input: dict[str, Any]) -> Assessment:
         code = str(input.get("code", ""))
         source = shell.transform_cell(code)
@@ -201,6 +197,4 @@ def code_classifier(shell: Any) -> Callable[[dict[str, Any]], Assessment]:
 
 def session_private_variables(shell: Any) -> PrivateVariables:
     """The private variables of the agent session on ``shell`` (none without an agent)."""
-    from .session import session_for
-
     return session_for(shell).private_variables()

@@ -25,7 +25,9 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..policy.risk import classify
 from ..records.drift import CHANGES_HEADING
+from ..settings import Settings
 from ..values import fingerprint as fingerprints
 from ..values.fingerprint import (
     CHECK_EVERY,
@@ -626,8 +628,6 @@ def _revert(edit: NotebookEdit) -> str:
 
 def default_budget() -> int:
     """The budget of the default settings (a share of the memory available now)."""
-    from ..settings import Settings
-
     return Settings().undo_budget_bytes()
 
 
@@ -651,8 +651,6 @@ class UndoLog:
         self.on_undone: list[Callable[[UndoReport], None]] = []
 
     def _classify(self, code: str) -> Assessment:
-        from ..policy.risk import classify
-
         try:
             source = self.shell.transform_cell(code)
         except Exception:  # the code as given: an unparsable step cannot be bounded

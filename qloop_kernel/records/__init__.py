@@ -30,6 +30,7 @@ from .schema import (
     ToolCallRecord,
     UsageRecord,
     load_record,
+    mirrored_record,
 )
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "build_record",
     "image_placeholder",
     "load_record",
+    "mirrored_record",
     "saved_messages",
     "strip_images",
     "tool_call_record",

@@ -22,10 +22,16 @@ import types
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
+from ..attachments import file_hash
 from ..contracts import TurnObserver
 from ..messages import ModelEvent, ModelResponse, ToolCall, ToolOutcome, Usage
+from ..redact import redact_text
+from ..text import counted, truncate
+from ..values.fingerprint import record_print
+from .build import OUTPUT_SUMMARY_CHARS
 from .schema import CellPrint, Fingerprint, SourcePrint, ToolCallRecord, VariablePrint
 
 MAX_VARIABLES = 40  # per list in a fingerprint
@@ -83,8 +89,6 @@ def code_names(code: str) -> CodeNames:
 
 def variable_print(name: str, value: object) -> VariablePrint:
     """``value`` as the record keeps it (``values.fingerprint.record_print``), named ``name``."""
-    from ..values.fingerprint import record_print  # loads the value readers on first use
-
     found = record_print(value)
     return VariablePrint(
         name=name, type=found.type, shape=found.shape, dtypes=found.dtypes, hash=found.hash
@@ -258,10 +262,6 @@ def differences(saved: Fingerprint | None, namespace: Mapping[str, Any]) -> list
 
 def source_differences(sources: Iterable[SourcePrint]) -> list[str]:
     """The rules files and attached files that changed, or are gone, since the turn ran."""
-    from pathlib import Path
-
-    from ..attachments import file_hash
-
     found = []
     for source in sources:
         if source.kind == "cell":
@@ -315,10 +315,6 @@ def _normalised(text: str) -> str:
 
 def output_differences(step: ToolCallRecord, text: str, image_hashes: list[str]) -> list[str]:
     """How a replayed step's output differs from the saved one (text and figures)."""
-    from ..redact import redact_text
-    from ..text import counted, truncate
-    from .build import OUTPUT_SUMMARY_CHARS
-
     found = []
     now = redact_text(truncate(text, OUTPUT_SUMMARY_CHARS))
     if _normalised(now) != _normalised(step.output_summary):

@@ -310,6 +310,16 @@ def _canonical(value: Any) -> Any:  # Any: a JSON value of any shape, returned i
     return value
 
 
+def mirrored_record(cell: Any) -> dict[str, Any] | None:
+    """The newest record mirrored in a cell's outputs (its ``MIME_TYPE`` output), if any: a
+    notebook saved by a client that keeps outputs but not the cell's metadata still holds it."""
+    for output in reversed(cell.get("outputs", [])):
+        data = output.get("data") or {}
+        if MIME_TYPE in data and isinstance(data[MIME_TYPE], dict):
+            return dict(data[MIME_TYPE])
+    return None
+
+
 def load_record(data: object) -> CellRecord:
     """Validate saved metadata; raise RecordError with a clear message if it cannot be trusted."""
     if not isinstance(data, dict):

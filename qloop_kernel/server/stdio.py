@@ -14,6 +14,7 @@ import logging
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
@@ -352,8 +353,6 @@ async def _forwarded(upstream: Upstream, session: ClientSession, call: Awaitable
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("qloop-kernel")
     except PackageNotFoundError:

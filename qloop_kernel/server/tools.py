@@ -8,6 +8,7 @@ could change anything is recorded in the notebook (:mod:`.record`), whatever was
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import replace
 from typing import Any, Literal
@@ -268,8 +269,6 @@ def _applied_text(applied: dict[str, Any] | None) -> str:
 
 
 def _later(work: Any) -> None:
-    import asyncio
-
     asyncio.ensure_future(work)
 
 

@@ -26,6 +26,7 @@ import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any, Literal
+from urllib.parse import unquote
 
 from ..providers import short_model
 from .record import RecordedRequest
@@ -240,7 +241,6 @@ def _bedrock_request(path: str, body: Any) -> tuple[str, Any] | None:
     for field in ("model", "stream"):
         if field in body:
             raise _BadRequest(400, "invalid_request_error", f"{field}: extraneous key on Bedrock")
-    from urllib.parse import unquote
 
     streamed = found["method"] == "invoke-with-response-stream"
     return "/v1/messages", {

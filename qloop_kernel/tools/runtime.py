@@ -17,7 +17,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, get_type_hints
+from typing import Any, Protocol, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.json_schema import GenerateJsonSchema
@@ -37,12 +37,10 @@ from ..policy.permissions import (
     denial_line,
 )
 from ..policy.pipeline import PermissionPipeline
+from ..policy.risk import Assessment, Reason
 from ..redact import redact_text
 from ..text import clip
 from ..text import truncate as bounded
-
-if TYPE_CHECKING:
-    from ..policy.risk import Assessment
 
 log = logging.getLogger("qloop.tools")
 _RUNNING_CALL: ContextVar[str | None] = ContextVar("qloop_running_call", default=None)
@@ -118,8 +116,6 @@ class Tool:
         try:
             return self.classify(input)
         except Exception as exc:  # the classifier's failure must not crash the turn
-            from ..policy.risk import Assessment, Reason
-
             why = f"could not be classified ({type(exc).__name__}: {exc})"
             return Assessment("unknown", (Reason(1, "unknown", why),), None)
 

@@ -49,6 +49,7 @@ from .summaries.arrow import is_arrow_array, is_arrow_table
 from .summaries.common import is_lazy_like
 from .summaries.device import device_array, host_sample, is_device_array
 from .summaries.lazy import _metadata, is_dask_frame, is_polars_lazyframe, is_spark_frame
+from .summaries.numpy import is_file_backed, page_sample
 from .summaries.polars import is_polars_frame, is_polars_series
 
 HASH_CELLS = 100_000  # cells (rows × columns, or elements) behind the hash of big data
@@ -274,7 +275,6 @@ def _pandas_print(value: Any, limit: TimeLimit) -> ValuePrint:
 def _numpy_print(value: Any, limit: TimeLimit) -> ValuePrint:
     import numpy as np
 
-    from .summaries.numpy import is_file_backed, page_sample
 
     hashed = ""
     step = _step(value.size, HASH_CELLS)

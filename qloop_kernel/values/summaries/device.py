@@ -27,6 +27,7 @@ from .common import (
     qualified_name,
     reject_paging,
 )
+from .numpy import array_statistics
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -237,8 +238,6 @@ def sample_note(info: DeviceArray, sample: Any) -> str:
 
 def statistics_lines(obj: object, info: DeviceArray) -> list[str]:
     """The statistics line of a device array from a bounded sample, or why there is none."""
-    from .numpy import array_statistics
-
     try:
         sample = host_sample(obj)
     except Exception as exc:  # meta tensors, unreadable device memory
