@@ -148,3 +148,69 @@ def test_the_graph_sees_relative_and_function_level_imports():
     graph = _graph()
     assert "qloop_kernel.loop" in graph["qloop_kernel.conversation"]
     assert "qloop_kernel.notebook.replay" in graph["qloop_kernel.notebook.agent"]  # lazy import
+
+
+# The modules that load the package's other modules lazily, each an entry point with a reason;
+# everywhere else the package's imports are at module level, where a reader sees them.
+LAZY_BOUNDARY = {
+    # what `%load_ext qloop_kernel` loads (tests/test_perf_warmup.py pins the set): the agent and
+    # the rest of the notebook layer come with the warm-up or the first turn
+    "qloop_kernel",
+    "qloop_kernel.notebook.ledger",
+    "qloop_kernel.notebook.magic",
+    "qloop_kernel.notebook.session",
+    "qloop_kernel.notebook.warmup",
+    # the command lines: a command loads what it runs, so `qloop --help` stays quick
+    "qloop_kernel.headless.cli",
+    "qloop_kernel.eval.cli",
+    # entry points other programs load: nbconvert's preprocessor, the Jupyter server extension
+    # (whose MCP tools need the optional MCP SDK)
+    "qloop_kernel.headless",
+    "qloop_kernel.server",
+    "qloop_kernel.server.extension",
+}
+# Standard-library modules a function may import: POSIX-only ones, and tomllib (Python 3.11+).
+STDLIB_INSIDE = {"fcntl", "termios", "tomllib"}
+
+
+def _function_level_imports(module: str) -> list[tuple[int, str]]:
+    """(line, imported module) of every import statement inside a function of ``module``."""
+    tree = ast.parse(_path_of(module).read_text("utf-8"))
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Import):
+                found += [(inner.lineno, alias.name) for alias in inner.names]
+            elif isinstance(inner, ast.ImportFrom):
+                found.append((inner.lineno, "." * inner.level + (inner.module or "")))
+    return found
+
+
+def test_the_package_loads_its_own_modules_lazily_only_at_its_entry_points():
+    offenders = [
+        f"{module}:{line} imports {name} inside a function"
+        for module in _modules()
+        if module not in LAZY_BOUNDARY
+        for line, name in _function_level_imports(module)
+        if name.startswith((".", "qloop_kernel"))
+    ]
+    assert offenders == []
+
+
+def test_the_standard_library_is_imported_at_module_level():
+    offenders = [
+        f"{module}:{line} imports {name} inside a function"
+        for module in _modules()
+        if module not in LAZY_BOUNDARY
+        for line, name in _function_level_imports(module)
+        if name.split(".")[0] in sys.stdlib_module_names and name.split(".")[0] not in STDLIB_INSIDE
+    ]
+    assert offenders == []
+
+
+def test_the_import_checks_see_imports_inside_methods_and_nested_functions():
+    found = _function_level_imports("qloop_kernel.notebook.magic")  # a boundary module
+    assert any(name == ".agent" for _, name in found)  # inside a method
+    assert any(name == "difflib" for _, name in found)
