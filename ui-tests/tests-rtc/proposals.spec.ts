@@ -12,7 +12,7 @@ import { Locator, Page } from '@playwright/test';
 import {
   StandInItem,
   expect,
-  readNotebookWhenReadable,
+  readNotebookOnDisk,
   test,
   toolResults,
   waitForIdleKernel
@@ -58,7 +58,6 @@ test('a proposal shows on both pages, and a decision on either answers and clear
   browser,
   baseURL,
   openNotebook,
-  request,
   runAll,
   standIn
 }) => {
@@ -112,7 +111,7 @@ test('a proposal shows on both pages, and a decision on either answers and clear
     await expect
       .poll(
         async () => {
-          const file = await readNotebookWhenReadable(request, serverPath);
+          const file = readNotebookOnDisk(serverPath);
           if (file === null) {
             return 'unreadable';
           }

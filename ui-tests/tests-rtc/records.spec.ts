@@ -36,7 +36,7 @@ import {
   markerOf,
   outputText,
   readNotebook,
-  readNotebookWhenReadable,
+  readNotebookOnDisk,
   test,
   waitForIdleKernel,
   waitForKernelReady
@@ -45,7 +45,7 @@ import {
 import { secondPage } from './second';
 
 const MIME = 'application/vnd.qloop.transcript+json';
-const UNREADABLE = 'the contents API did not read the file';
+const UNREADABLE = 'the file on disk is missing or half written';
 const PAPERMILL = 'papermill_output.ipynb';
 const PAPERMILL_AGENT = 2; // papermill put its error banner above the cells
 const AGENT_NOTEBOOK = 'agent_cell.ipynb';
@@ -116,7 +116,6 @@ function button(card: Locator, label: string): Locator {
 
 /** Wait until the file on disk, as the server saved it, passes `check`. */
 async function expectOnDisk(
-  request: APIRequestContext,
   serverPath: string,
   check: (file: INotebookFile) => unknown,
   expected: unknown
@@ -125,7 +124,7 @@ async function expectOnDisk(
     .poll(
       async () => {
         // The server may be writing the file: a read that fails is retried.
-        const file = await readNotebookWhenReadable(request, serverPath);
+        const file = readNotebookOnDisk(serverPath);
         return file === null ? UNREADABLE : check(file);
       },
       { timeout: 20000 }
@@ -321,7 +320,6 @@ test.describe('records under real-time collaboration', () => {
     });
     // The server saves the shared document: the file holds the same record.
     await expectOnDisk(
-      request,
       serverPath,
       file => file.cells[AGENT].metadata.qloop?.digest ?? null,
       inPage.digest
@@ -355,7 +353,6 @@ test.describe('records under real-time collaboration', () => {
       history: [blind]
     });
     await expectOnDisk(
-      request,
       serverPath,
       file => digests(file.cells[PAPERMILL_AGENT].metadata.qloop),
       { digest: approved, history: [blind] }
@@ -426,7 +423,6 @@ test.describe('records under real-time collaboration', () => {
       history: [blind]
     });
     await expectOnDisk(
-      request,
       serverPath,
       file => digests(file.cells[PAPERMILL_AGENT].metadata.qloop),
       { digest: approved, history: [blind] }
@@ -446,7 +442,6 @@ test.describe('records under real-time collaboration', () => {
       .poll(() => markerOf(page, PAPERMILL_AGENT))
       .toMatchObject({ badge: KEPT });
     await expectOnDisk(
-      request,
       serverPath,
       file => digests(file.cells[PAPERMILL_AGENT].metadata.qloop),
       { digest: approved, history: [blind] }
@@ -469,7 +464,6 @@ test.describe('records under real-time collaboration', () => {
         });
       }
       await expectOnDisk(
-        request,
         serverPath,
         file => digests(file.cells[PAPERMILL_AGENT].metadata.qloop),
         { digest: approved, history: [blind] }
@@ -482,7 +476,6 @@ test.describe('records under real-time collaboration', () => {
         .toMatchObject({ status: 'completed', badge: RESTORED });
       expect(await writes(page)).toBe(1);
       await expectOnDisk(
-        request,
         serverPath,
         file => digests(file.cells[PAPERMILL_AGENT].metadata.qloop),
         { digest: blind, history: [approved] }
@@ -540,7 +533,6 @@ test.describe('records under real-time collaboration', () => {
         });
       }
       await expectOnDisk(
-        request,
         serverPath,
         file => digests(file.cells[PAPERMILL_AGENT].metadata.qloop),
         { digest: approved, history: [blind] }
@@ -579,7 +571,6 @@ test.describe('records under real-time collaboration', () => {
       expect(await recordOn(second.page, AGENT)).toEqual(first);
       expect(first.history ?? []).toEqual([]);
       await expectOnDisk(
-        request,
         serverPath,
         file => digests(file.cells[AGENT].metadata.qloop),
         { digest: first.digest, history: [] }
@@ -621,7 +612,6 @@ test.describe('records under real-time collaboration', () => {
         .poll(() => markerOn(second.page, AGENT))
         .toMatchObject({ badge: 'agent · replayable · 1 earlier record' });
       await expectOnDisk(
-        request,
         serverPath,
         file => ({
           ...digests(file.cells[AGENT].metadata.qloop),

@@ -127,6 +127,48 @@ export async function readNotebookWhenReadable(
   return (await response.json()).content as INotebookFile;
 }
 
+/**
+ * The notebook file in the server's folder as it is on disk now, or `null`
+ * while it is missing or half written, for a poll to try again. Text split in
+ * lines on disk is joined as the contents API joins it (a cell's source, a
+ * stream's text, the non-JSON values of an output's data).
+ *
+ * For polls while a collaborative server saves the file: a contents API read
+ * that meets a half-written file puts the server's copy from before the save
+ * back over it (jupyter_server's recovery of atomic writes), and one that races
+ * the end of that save can leave no file at all. Reading the disk changes
+ * nothing.
+ */
+export function readNotebookOnDisk(serverPath: string): INotebookFile | null {
+  const root = process.env.JUPYTERLAB_GALATA_ROOT_DIR;
+  expect(root, 'JUPYTERLAB_GALATA_ROOT_DIR is not set').toBeTruthy();
+  let file: INotebookFile;
+  try {
+    file = JSON.parse(fs.readFileSync(path.join(root!, serverPath), 'utf-8'));
+  } catch {
+    return null;
+  }
+  if (!Array.isArray(file?.cells)) {
+    return null;
+  }
+  const joined = (value: unknown): unknown =>
+    Array.isArray(value) ? value.join('') : value;
+  for (const cell of file.cells) {
+    cell.source = joined(cell.source) as string;
+    for (const output of (cell.outputs ?? []) as Record<string, any>[]) {
+      if ('text' in output) {
+        output.text = joined(output.text);
+      }
+      for (const mime of Object.keys(output.data ?? {})) {
+        if (!mime.endsWith('json')) {
+          output.data[mime] = joined(output.data[mime]);
+        }
+      }
+    }
+  }
+  return file;
+}
+
 /** Wait until the active notebook's kernel has nothing left to run. */
 export async function waitForIdleKernel(
   page: IJupyterLabPageFixture
