@@ -248,6 +248,10 @@ PATCHES = {
         "PermissionPipeline.decide = lambda self, request, provenance=None: "
         "Permission(Approve(), 'approver')"
     ),
+    "the policy's verdict": (
+        "import qloop_kernel.policy.permissions as permissions\n"
+        "permissions.policy_verdict = lambda *args, **kwargs: 'run'"
+    ),
 }
 
 

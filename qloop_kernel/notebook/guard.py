@@ -11,15 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..policy import pipeline
+from ..policy import permissions, pipeline
 from ..policy.grants import Grants
-from ..policy.permissions import (
-    ApprovalPolicy,
-    AutoApprover,
-    PolicyDenier,
-    policy_approver,
-    policy_verdict,
-)
+from ..policy.permissions import ApprovalPolicy, AutoApprover, PolicyDenier
 from ..tools.runtime import ToolRuntime
 from .approval import ApprovalCard, CardApprover
 
@@ -77,6 +71,8 @@ class StepGuard:
                   (pipeline.PermissionPipeline, "covering")]  # fmt: skip
         self._originals = [(o, n, o.__dict__[n]) for o, n in owners if n in o.__dict__]
         self._originals.append((pipeline, "combined_verdict", pipeline.combined_verdict))
+        self._originals += [(permissions, name, getattr(permissions, name))
+                            for name in ("policy_approver", "policy_verdict")]  # fmt: skip
         self._grants = runtime.grants.snapshot()
         self._policy = runtime.policy
         self._settings = self.agent.manager.settings
@@ -89,9 +85,9 @@ class StepGuard:
             "the approver": (id(approver), type(approver), dict(vars(approver))),
             "the approver's decide": getattr(type(approver), "decide", None),
             "the approval card": (CardApprover.decide, ApprovalCard.wait, ApprovalCard._decide),
-            "the policies": (
-                policy_approver,
-                policy_verdict,
+            "the policies": (  # read from the module: a step may rebind its functions
+                permissions.policy_approver,
+                permissions.policy_verdict,
                 AutoApprover.decide,
                 PolicyDenier.decide,
                 ApprovalPolicy.verdict,
