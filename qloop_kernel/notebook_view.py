@@ -5,20 +5,28 @@ types of rich outputs; never image bytes).
 Two places build the same view: the JupyterLab / Notebook 7 extension from the open notebook
 (``labextension/src/notebookview.ts``, asked over the ``qloop`` comm), and ``qloop run`` from the
 notebook it executes (``notebook_view`` here, sent with each agent cell's request). The bounds are the
-same on both sides; the kernel renders either for the model (``render``).
+same on both sides; the kernel renders either for the model (``render``). The other names ``qloop run``
+and the kernel share about cells are here too: the ids and signed provenance of the cells a turn adds,
+and the output in which a headless run_cell hands over a cell's outputs.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from .records import signing
 from .text import marker, truncate
 
 NOTEBOOK_VIEW_KEY = "qloopNotebook"  # in a `qloop run` request's metadata: the notebook it runs
 CELLS_KEY = "qloopCells"
 """The execute request's metadata key under which ``qloop run`` sends every cell's type and
 whole source ({id: [cell_type, source]}) with an agent cell: what run_cell runs headless."""
+CELL_RUN_MIME = "application/vnd.qloop.cell-run+json"
+"""A headless run_cell's outputs, shown in the agent cell for ``qloop run`` to move into the cell
+that ran ({"target", "outputs"})."""
+PROVENANCE_KEY = "qloop_provenance"  # the cell metadata of an accepted proposal
 SOURCE_CHARS = 3_000  # of each cell's source
 OUTPUT_CHARS = 500  # of each output's text
 OUTPUTS_PER_CELL = 5
@@ -26,6 +34,22 @@ ANSWER_CHARS = 30_000  # sources and output texts of one answer; later cells are
 RESULT_CHARS = 60_000  # what the model reads of one answer (500 cells listed fit)
 
 _RICH = ("execute_result", "display_data")
+
+
+def proposed_cell_id(agent_cell: str, index: int, source: str) -> str:
+    """The id of the ``index``-th cell (from 1) a turn of ``agent_cell`` adds, as ``qloop run``
+    gives it: the same in the kernel's answer to the model and in the output notebook."""
+    digest = hashlib.sha256(f"{agent_cell}\n{index}\n{source}".encode()).hexdigest()
+    return f"q{digest[:15]}"
+
+
+def provenance(agent_cell: str | None, call_id: str, source: str) -> dict[str, Any]:
+    """What an accepted cell keeps in its metadata: the agent cell and step that made it, signed
+    by this user over the source it was proposed with."""
+    body = {"agent_cell": agent_cell or "", "call_id": call_id,
+            "source_sha256": hashlib.sha256(source.encode()).hexdigest()}  # fmt: skip
+    payload = "\n".join(f"{k}={v}" for k, v in sorted(body.items())).encode()
+    return {**body, "signature": signing.sign(payload)}
 
 
 def _text(value: Any) -> str:

@@ -214,3 +214,19 @@ def test_the_import_checks_see_imports_inside_methods_and_nested_functions():
     found = _function_level_imports("qloop_kernel.notebook.magic")  # a boundary module
     assert any(name == ".agent" for _, name in found)  # inside a method
     assert any(name == "difflib" for _, name in found)
+
+
+def test_the_command_lines_modules_load_without_the_kernel_side():
+    # `qloop run`, `show` and `export` run outside a kernel: what they share with the kernel's
+    # side (cell ids, provenance, the prompt of an agent cell, a mirrored record) lives below it.
+    probe = (
+        "import sys\n"
+        "import qloop_kernel.headless.runner, qloop_kernel.headless.show, qloop_kernel.headless.export\n"
+        "print(sorted(n for n in sys.modules if n.split('.')[0] in ('IPython', 'ipykernel')"
+        " or n.startswith('qloop_kernel.notebook.') and n != 'qloop_kernel.notebook.options'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

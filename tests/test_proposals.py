@@ -13,7 +13,7 @@ import nbformat
 import pytest
 
 from qloop_kernel.headless.runner import AgentNotebookClient
-from qloop_kernel.notebook.proposals import PROVENANCE_KEY, proposed_cell_id
+from qloop_kernel.notebook_view import PROVENANCE_KEY, proposed_cell_id
 from qloop_kernel.records import load_record
 from qloop_kernel.testing import Reply, StandInAPI, text, tool_use
 from tests.agent_outputs import result_text, saved_record, tool_results

@@ -21,9 +21,15 @@ from typing import TYPE_CHECKING, Any, TextIO
 from nbclient import NotebookClient
 from nbclient.util import ensure_async, run_sync
 
-from ..notebook.cell_runs import CELL_RUN_MIME
-from ..notebook.proposals import PROVENANCE_KEY, proposed_cell_id, provenance
-from ..notebook_view import CELLS_KEY, NOTEBOOK_VIEW_KEY, notebook_view
+from ..notebook_view import (
+    CELL_RUN_MIME,
+    CELLS_KEY,
+    NOTEBOOK_VIEW_KEY,
+    PROVENANCE_KEY,
+    notebook_view,
+    proposed_cell_id,
+    provenance,
+)
 from ..policy.permissions import POLICY_DENIAL_PREFIX
 from ..records import METADATA_KEY, RecordError, load_record, mirrored_record
 from ..records.history import merged

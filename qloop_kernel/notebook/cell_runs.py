@@ -25,6 +25,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from ..errors import ToolFailure
 from ..messages import Block
+from ..notebook_view import CELL_RUN_MIME
 from ..policy.risk import Assessment
 from ..redact import redact
 from ..tools.runtime import Tool, format_exception
@@ -39,11 +40,6 @@ CELL_OPS = frozenset({"cell_source", "set_outputs"})
 """What a page must answer for the agent to run its cells."""
 
 AGENT_MAGIC = "%%agent"
-CELL_RUN_MIME = "application/vnd.qloop.cell-run+json"
-"""A headless run_cell's outputs, shown in the agent cell for ``qloop run`` to move into the cell
-that ran ({"target", "outputs"})."""
-
-
 class CellPort(Protocol):
     """Where the agent's cells are: their sources, and where a run's outputs go."""
 

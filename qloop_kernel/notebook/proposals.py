@@ -13,7 +13,6 @@ applies the accepted proposals of the record to the output notebook (``headless/
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -21,10 +20,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import ToolFailure
 from ..messages import Block  # noqa: TC001 - the tools' hints are read at run time
-from ..notebook_view import SOURCE_CHARS
+from ..notebook_view import SOURCE_CHARS, proposed_cell_id, provenance
 from ..policy.permissions import ApprovalRequest, Approve, ApproveEdited, Deny
 from ..policy.risk import Assessment, Reason, severity
-from ..records import signing
 from ..tools.runtime import Tool, running_call_id
 from .cell_runs import run_cell_tool
 from .undo import NotebookEdit
@@ -38,25 +36,6 @@ if TYPE_CHECKING:
     from .undo import StepChanges, UndoLog
 
 PROPOSAL_TOOLS = ("add_cell", "edit_cell")
-PROVENANCE_KEY = "qloop_provenance"  # the cell metadata of an accepted proposal
-
-
-def proposed_cell_id(agent_cell: str, index: int, source: str) -> str:
-    """The id of the ``index``-th cell (from 1) a turn of ``agent_cell`` adds, as ``qloop run``
-    gives it: the same in the kernel's answer to the model and in the output notebook."""
-    digest = hashlib.sha256(f"{agent_cell}\n{index}\n{source}".encode()).hexdigest()
-    return f"q{digest[:15]}"
-
-
-def provenance(agent_cell: str | None, call_id: str, source: str) -> dict[str, Any]:
-    """What an accepted cell keeps in its metadata: the agent cell and step that made it, signed
-    by this user over the source it was proposed with."""
-    body = {"agent_cell": agent_cell or "", "call_id": call_id,
-            "source_sha256": hashlib.sha256(source.encode()).hexdigest()}  # fmt: skip
-    payload = "\n".join(f"{k}={v}" for k, v in sorted(body.items())).encode()
-    return {**body, "signature": signing.sign(payload)}
-
-
 def _notebook_edit(code_class: Assessment | None, cell_type: str) -> Assessment:
     """A proposal's class: ``write`` (it changes the notebook; nothing runs), with what its code
     would do when the user runs it as the reasons."""
