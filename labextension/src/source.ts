@@ -43,17 +43,17 @@ function watchCell(cell: Cell, watched: WeakSet<Cell>): void {
     return;
   }
   watched.add(cell);
-  const update = () => {
-    if (!cell.isDisposed) {
-      applySource(cell);
-    }
-  };
+  // Held here: a disposed cell has let go of its model and output area when
+  // `disposed` fires, and both models may outlive it.
+  const outputs = cell.outputArea.model;
+  const model = cell.model;
+  const update = () => applySource(cell);
   // Connected after the output area's own handler, which builds the views.
-  cell.outputArea.model.changed.connect(update);
-  cell.model.metadataChanged.connect(update);
+  outputs.changed.connect(update);
+  model.metadataChanged.connect(update);
   cell.disposed.connect(() => {
-    cell.outputArea.model.changed.disconnect(update);
-    cell.model.metadataChanged.disconnect(update);
+    outputs.changed.disconnect(update);
+    model.metadataChanged.disconnect(update);
   });
   update();
 }
