@@ -184,16 +184,18 @@ _spec = _util.spec_from_file_location("_qloop_network_guard", {guard!r})
 _guard = _util.module_from_spec(_spec)
 _spec.loader.exec_module(_guard)
 _guard.install()
-_guard.chain_sitecustomize({here!r})
+_guard.chain_sitecustomize()
 """
 
 
-def chain_sitecustomize(directory: str) -> None:
+def chain_sitecustomize() -> None:
     """Run the ``sitecustomize`` this one shadows, if the interpreter has one (e.g. Debian's)."""
     import importlib.machinery
     import sys
 
-    others = [p for p in sys.path if os.path.abspath(p or ".") != os.path.abspath(directory)]
+    # Another guard's folder (a pytest-xdist worker's, beside its controller's) is not chained:
+    # each would find the other and recurse.
+    others = [p for p in sys.path if not _holds_a_guard(p or ".")]
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", others)
     if spec is not None and spec.loader is not None:
         import importlib.util
@@ -202,11 +204,19 @@ def chain_sitecustomize(directory: str) -> None:
         spec.loader.exec_module(module)
 
 
+def _holds_a_guard(path: str) -> bool:
+    try:
+        with open(os.path.join(path, "sitecustomize.py"), encoding="utf-8") as file:
+            return file.readline() == SITECUSTOMIZE.splitlines(keepends=True)[0]
+    except OSError:
+        return False
+
+
 def subprocess_env(directory: Path, log_path: Path) -> dict[str, str]:
     """Write ``directory/sitecustomize.py``; return the variables that make children load it."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "sitecustomize.py").write_text(
-        SITECUSTOMIZE.format(guard=str(Path(__file__).resolve()), here=str(directory)),
+        SITECUSTOMIZE.format(guard=str(Path(__file__).resolve())),
         encoding="utf-8",
     )
     existing = os.environ.get("PYTHONPATH")

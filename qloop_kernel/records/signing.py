@@ -11,6 +11,7 @@ import hashlib
 import hmac
 import os
 import secrets
+import tempfile
 from pathlib import Path
 
 KEY_FILE_ENV = "QLOOP_SIGNING_KEY_FILE"  # tests and shared machines may point elsewhere
@@ -45,12 +46,17 @@ def _read_or_create(path: Path) -> bytes:
         pass
     path.parent.mkdir(parents=True, exist_ok=True)
     key = secrets.token_bytes(32)
+    # Written whole aside, then linked into place: a kernel starting at the same moment sees either
+    # no file or the whole key, never an empty file it would take for a key.
+    fd, aside = tempfile.mkstemp(prefix=".key-", dir=path.parent)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as handle:
+            handle.write(key.hex())
+        os.link(aside, path)
     except FileExistsError:  # another kernel wrote it first: use that one
         return bytes.fromhex(path.read_text("ascii").strip())
-    with os.fdopen(fd, "w", encoding="ascii") as handle:
-        handle.write(key.hex())
+    finally:
+        os.unlink(aside)
     return key
 
 
