@@ -7,6 +7,7 @@ over sqlite and over PostgreSQL, and psycopg on a PostgreSQL server these tests 
 from __future__ import annotations
 
 import re
+import socket
 import sqlite3
 import threading
 import time
@@ -120,6 +121,52 @@ def test_a_locked_sqlite_database_is_waited_for_boundedly(tmp_path: Path) -> Non
     assert "main.sales" in inspect_variable({"conn": conn}, "conn")
 
 
+def test_a_table_of_a_locked_or_closed_sqlite_database_says_why(tmp_path: Path) -> None:
+    path = str(tmp_path / "shop.db")
+    sales_sqlite(path).close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    conn = sqlite3.connect(path, timeout=60)
+    started = time.monotonic()
+    with pytest.raises(ToolInputError) as raised:
+        inspect_variable({"conn": conn}, "conn.sales")
+    assert str(raised.value) == (
+        "'sales' could not be looked up: the catalog of this sqlite3.Connection was not read "
+        "(OperationalError: database is locked); try again once the database can be read"
+    )
+    assert time.monotonic() - started < databases.QUERY_TIME_S + 2
+    assert "bool" in inspect_variable({"conn": conn}, "conn.in_transaction")  # as usual
+    holder.execute("ROLLBACK")
+    assert "Rows 0-4" in inspect_variable({"conn": conn}, "conn.sales")
+    conn.close()
+    with pytest.raises(ToolInputError, match="ProgrammingError: Cannot operate on a closed"):
+        inspect_variable({"conn": conn}, "conn.main.sales")
+    assert "NoneType" in inspect_variable({"conn": conn}, "conn.row_factory")
+
+
+def test_a_catalog_of_hundreds_of_tables_fits_whole_and_pages_with_offset() -> None:
+    conn = sqlite3.connect(":memory:")
+    columns = ", ".join(f"column_{i} TEXT" for i in range(12))
+    for i in range(301):
+        conn.execute(f"CREATE TABLE t{i:03d}_monthly_regional_figures ({columns})")
+    text = inspect_variable({"conn": conn}, "conn")
+    assert len(text) <= 8_000 and "omitted" not in text  # not cut: no marker, no lost lines
+    listed = re.findall(r"^main\.t(\d{3})_", text, re.M)
+    assert listed == [f"{i:03d}" for i in range(len(listed))] and 20 <= len(listed) < 301
+    assert text.startswith("conn: sqlite3.Connection, sqlite (in memory)\n301 tables and views")
+    assert text.endswith(
+        f"... {301 - len(listed)} more not listed: inspect_variable('conn', "
+        f"offset={len(listed)}) lists the next ones\n\n"
+        "Inspect one with inspect_variable('conn.TABLE'): columns and first rows."
+    )
+    last = inspect_variable({"conn": conn}, "conn", offset=290)
+    assert re.findall(r"^main\.t(\d{3})_", last, re.M) == [str(i) for i in range(290, 301)]
+    assert "(listed from 290: tables and views 0-289 come before)" in last
+    assert "more not listed" not in last
+    with pytest.raises(ToolInputError, match="offset 301 is past the last of the 301 tables"):
+        inspect_variable({"conn": conn}, "conn", offset=301)
+
+
 def test_listing_runs_no_query() -> None:
     conn = sales_sqlite()
     statements = traced(conn)
@@ -211,6 +258,29 @@ def test_duckdb_query_is_interrupted(duck: Any) -> None:
     assert time.monotonic() - started < databases.QUERY_TIME_S + 3
 
 
+@pytest.mark.timeout(60, method="thread")  # a query nobody interrupts would run for days
+def test_rows_of_a_slow_duckdb_relation_are_cut_off_and_not_read_again(duck: Any) -> None:
+    relation = duck.sql("SELECT sum(hash(i)) AS total FROM range(1000000000000) t(i)")
+    started = time.monotonic()
+    text = inspect_variable({"relation": relation}, "relation", rows=1)
+    took = time.monotonic() - started
+    assert "total   HUGEINT" in text and "Query: SELECT sum(hash(i))" in text
+    assert text.endswith(
+        "Rows: not read: the query ran past 2 s and was cut off (a LIMIT still waits for what "
+        "comes before it, such as an aggregate or a sort)"
+    )
+    assert "described briefly" not in text  # not the fallback, which runs it again for a shape
+    assert took < databases.QUERY_TIME_S + 0.5, took
+    assert duck.execute("SELECT 41 + 1").fetchall() == [(42,)]  # the connection goes on
+
+
+def test_a_closed_duckdb_connection_says_why(duck: Any) -> None:
+    duck.close()
+    assert "Catalog not read (ConnectionException: " in inspect_variable({"db": duck}, "db")
+    with pytest.raises(ToolInputError, match="could not be looked up: the catalog of this duckdb"):
+        inspect_variable({"db": duck}, "db.trips")
+
+
 # ---------------------------------------------------------------------------------------------
 # SQLAlchemy over sqlite
 # ---------------------------------------------------------------------------------------------
@@ -244,7 +314,7 @@ def test_an_engine_sharing_the_users_open_transaction_is_not_read() -> None:
     user.exec_driver_sql("INSERT INTO t VALUES (1)")  # not committed
     text = inspect_variable({"engine": engine}, "engine")
     assert "Catalog not read (SharedTransaction: the engine's connection is shared" in text
-    with pytest.raises(databases.SharedTransaction):
+    with pytest.raises(ToolInputError, match=r"not read \(SharedTransaction: the engine's"):
         inspect_variable({"engine": engine}, "engine.t")
     assert "x\n1" in inspect_variable({"user": user}, "user.t")  # through the user's connection
     assert user.exec_driver_sql("SELECT count(*) FROM t").scalar() == 1  # the row is still there
@@ -362,6 +432,30 @@ def test_sqlalchemy_over_postgresql_hides_the_password(postgres: Server) -> None
     listing = list_variables(namespace)
     assert "sqlalchemy.Engine" in listing and PASSWORD not in listing
     assert "1   n1    2" in inspect_variable(namespace, "engine.shop.orders")
+    engine.dispose()
+
+
+def test_an_unreachable_engine_says_why_and_its_attributes_resolve() -> None:
+    sqlalchemy = pytest.importorskip("sqlalchemy")
+    pytest.importorskip("psycopg")
+    with socket.socket() as probe:  # a loopback port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    engine = sqlalchemy.create_engine(Server("127.0.0.1", port, "postgres", PASSWORD).url())
+    namespace = {"engine": engine}
+    with pytest.raises(ToolInputError) as raised:
+        inspect_variable(namespace, "engine.shop.orders")
+    said = str(raised.value)
+    assert said.startswith("'shop.orders' could not be looked up: the catalog of this "
+                           "sqlalchemy.Engine was not read (OperationalError: ")  # fmt: skip
+    assert "Connection refused" in said and PASSWORD not in said
+    url = inspect_variable(namespace, "engine.url")  # an attribute: read as usual
+    assert url == (
+        "engine.url: sqlalchemy.URL (password hidden)\n"
+        f"postgresql+psycopg://postgres:[REDACTED]@127.0.0.1:{port}/postgres"
+    )
+    assert "Catalog not read (OperationalError: " in inspect_variable(namespace, "engine")
+    assert PASSWORD not in list_variables({"url": engine.url})
     engine.dispose()
 
 

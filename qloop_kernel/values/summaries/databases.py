@@ -15,6 +15,7 @@ back, a savepoint when the connection is inside one. Connection URLs are shown w
 from __future__ import annotations
 
 import contextlib
+import inspect
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -43,6 +44,7 @@ QUERY_TIME_S = 2.0  # the longest one catalog or head query may run
 MAX_RELATIONS = 500  # tables and views read from a catalog
 MAX_CATALOG_COLUMNS = 20_000  # columns read from a catalog, all tables together
 LISTED_RELATIONS = 60  # tables and views described in a connection's summary
+LISTING_CHARS = 6_500  # their table: a summary fits inspect_variable's 8,000 characters whole
 COLUMNS_CHARS = 160  # one table's columns in a connection's summary
 Rows = list[tuple[Any, ...]]
 Run = Callable[[str, Sequence[Any]], tuple[list[str], Rows]]
@@ -162,6 +164,11 @@ def is_psycopg(obj: object) -> bool:
 def is_sqlalchemy(obj: object) -> bool:
     """A SQLAlchemy Engine or Connection."""
     return instance_of(obj, "sqlalchemy", "Engine", "Connection")
+
+
+def is_sqlalchemy_url(obj: object) -> bool:
+    """A SQLAlchemy URL (``engine.url``): a tuple that holds the password."""
+    return instance_of(obj, "sqlalchemy", "URL")
 
 
 def is_database(obj: object) -> bool:
@@ -399,26 +406,32 @@ def _columns_text(relation: Relation) -> str:
 
 
 def summarize_database(obj: Any, label: str, paging: Paging) -> str:
-    """Tables and views of a connection, from its catalog."""
+    """Tables and views of a connection, from its catalog (``offset=`` pages through them)."""
     _no_paging(label, paging)
     try:
         with session(obj) as source:
             relations = catalog(source)
     except Exception as exc:  # a lock held elsewhere, a query cut off, a closed connection
-        why = cut(redact_text(str(exc)), 300)
-        return f"{label}: {_type_name(obj)}\nCatalog not read ({type(exc).__name__}: {why})."
-    return _catalog_text(obj, label, source, relations)
+        return f"{label}: {_type_name(obj)}\nCatalog not read ({_why(exc)})."
+    if paging.offset and paging.offset >= len(relations):
+        raise ToolInputError(
+            f"offset {paging.offset:,} is past the last of the {len(relations):,} tables and "
+            f"views {label!r} lists (offsets 0-{max(len(relations) - 1, 0):,})"
+        )
+    return _catalog_text(obj, label, source, relations, paging.offset)
 
 
-def _catalog_text(obj: Any, label: str, source: Source, relations: list[Relation]) -> str:
-    listed = relations[:LISTED_RELATIONS]
-    rows = [
-        [cut(r.qualified, 50), r.kind, _rows_text(r, source.dialect), _columns_text(r)]
-        for r in listed
-    ]
-    more = len(relations) > MAX_RELATIONS
-    count = f"{MAX_RELATIONS:,}+" if more else f"{len(relations):,}"
+def _why(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {cut(redact_text(' '.join(str(exc).split())), 300)}"
+
+
+def _catalog_text(
+    obj: Any, label: str, source: Source, relations: list[Relation], offset: int
+) -> str:
     estimate = ESTIMATES.get(source.dialect)
+    more = len(relations) > MAX_RELATIONS
+    found = relations[:MAX_RELATIONS]
+    count = f"{MAX_RELATIONS:,}+" if more else f"{len(found):,}"
     lines = [
         f"{label}: {_type_name(obj)}, {source.where}",
         f"{count} tables and views (from the catalog; no table was read or counted)",
@@ -426,12 +439,37 @@ def _catalog_text(obj: Any, label: str, source: Source, relations: list[Relation
         if estimate
         else "Rows: not counted (the engine keeps no estimate here)",
         "",
-        format_table(["table", "kind", "rows", "columns"], rows) if rows else "(no tables)",
     ]
-    if len(relations) > len(listed):
-        lines.append(f"... {len(relations) - len(listed):,} more not listed")
+    table, listed = _listing(found[offset : offset + LISTED_RELATIONS], source.dialect)
+    lines.append(table if listed else "(no tables)")
+    if offset:
+        lines.append(f"(listed from {offset:,}: tables and views 0-{offset - 1:,} come before)")
+    left = len(found) - offset - listed
+    if left or more:
+        shown = f"{left:,}+" if more else f"{left:,}"
+        lines.append(
+            f"... {shown} more not listed: inspect_variable('{label}', offset={offset + listed}) "
+            "lists the next ones"
+        )
     lines.append(f"\nInspect one with inspect_variable('{label}.TABLE'): columns and first rows.")
     return "\n".join(lines)
+
+
+def _listing(relations: list[Relation], dialect: str) -> tuple[str, int]:
+    """The table of the first of ``relations`` that fit in LISTING_CHARS, and how many it lists."""
+    header = ["table", "kind", "rows", "columns"]
+    rows = [
+        [cut(r.qualified, 50), r.kind, _rows_text(r, dialect), _columns_text(r)] for r in relations
+    ]
+    # Lines laid out for all rows are at least as wide as for fewer: the count found fits.
+    lines = format_table(header, rows).split("\n")
+    used, fitting = len(lines[0]), 0
+    for line in lines[1:]:
+        used += len(line) + 1
+        if used > LISTING_CHARS:
+            break
+        fitting += 1
+    return format_table(header, rows[:fitting]), fitting
 
 
 def _type_name(obj: object) -> str:
@@ -439,10 +477,11 @@ def _type_name(obj: object) -> str:
 
 
 def _no_paging(label: str, paging: Paging) -> None:
-    if paging.columns is not None or paging.offset or paging.rows:
+    if paging.columns is not None or paging.rows:
         raise ToolInputError(
-            f"{label!r} is a database connection: columns=, offset= and rows= apply to one of "
-            f"its tables, such as inspect_variable('{label}.TABLE', rows=10)"
+            f"{label!r} is a database connection: columns= and rows= apply to one of its "
+            f"tables, such as inspect_variable('{label}.TABLE', rows=10); offset= pages "
+            "through its tables and views"
         )
 
 
@@ -463,12 +502,32 @@ def brief_database(obj: Any) -> Brief:
 
 def table_of(obj: object, parts: Sequence[str]) -> DatabaseTable | None:
     """The table ``parts`` (``[table]`` or ``[schema, table]``) of a database variable, or None
-    when ``obj`` is not one or has no such table (then the name is an attribute path)."""
+    when ``obj`` is not one or has no such table (then the name is an attribute path).
+
+    When the catalog cannot be read (a lock held elsewhere, a closed connection, a server that
+    does not answer), a name the object has as an attribute is that attribute, as usual; any
+    other raises ToolInputError saying why the table could not be looked up.
+    """
     if not is_database(obj) or not 1 <= len(parts) <= 2:
         return None
-    with session(obj) as source:
-        relation = find_table(catalog(source), parts)
+    try:
+        with session(obj) as source:
+            relations = catalog(source)
+    except Exception as exc:
+        if _has_attribute(obj, parts[0]):
+            return None
+        raise ToolInputError(
+            f"{'.'.join(parts)!r} could not be looked up: the catalog of this "
+            f"{_type_name(obj)} was not read ({_why(exc)}); try again once the database can be read"
+        ) from None
+    relation = find_table(relations, parts)
     return None if relation is None else DatabaseTable(obj, ".".join(parts), relation)
+
+
+def _has_attribute(obj: object, name: str) -> bool:
+    """Whether ``obj`` has ``name`` as an attribute, found without running a property."""
+    missing = object()
+    return inspect.getattr_static(obj, name, missing) is not missing
 
 
 def is_table(obj: object) -> bool:
@@ -560,17 +619,53 @@ def summarize_duckdb_relation(relation: Any, label: str, paging: Paging) -> str:
             "read query on the user's database)"
         )
         return "\n".join(lines)
-    picked = relation.project(", ".join(_quote(names[p]) for p in positions))
-    result = picked.limit(paging.rows_asked, paging.offset)
-    cells = [[cut(_cell(v), HEAD_COLWIDTH) for v in row] for row in result.fetchall()]
-    lines.append(f"Rows from {paging.offset:,} (read with LIMIT {paging.rows_asked}):")
-    lines.append(format_table([names[p] for p in positions], cells) if cells else "(no rows)")
+    lines.append(_relation_rows(relation, [names[p] for p in positions], paging))
     return "\n".join(lines)
+
+
+def _relation_rows(relation: Any, columns: list[str], paging: Paging) -> str:
+    """``rows=`` rows of a DuckDB relation from ``offset``, read with a LIMIT query that is
+    interrupted past QUERY_TIME_S. Never raises: a summary that failed would be described from
+    the relation's shape, and that runs the whole query again."""
+    # The connection is a private attribute of the relation: the one way to interrupt it.
+    conn = getattr(relation, "_con", None)
+    timer = threading.Timer(QUERY_TIME_S, conn.interrupt) if conn is not None else None
+    try:
+        picked = relation.project(", ".join(_quote(c) for c in columns))
+        result = picked.limit(paging.rows_asked, paging.offset)
+        if timer is not None:
+            timer.start()
+        rows = result.fetchall()
+    except Exception as exc:
+        if _timed_out(exc):
+            return (
+                f"Rows: not read: the query ran past {QUERY_TIME_S:g} s and was cut off (a LIMIT "
+                "still waits for what comes before it, such as an aggregate or a sort)"
+            )
+        return f"Rows: not read ({_why(exc)})"
+    finally:
+        if timer is not None:
+            timer.cancel()
+    cells = [[cut(_cell(v), HEAD_COLWIDTH) for v in row] for row in rows]
+    return f"Rows from {paging.offset:,} (read with LIMIT {paging.rows_asked}):\n" + (
+        format_table(columns, cells) if cells else "(no rows)"
+    )
 
 
 def brief_duckdb_relation(relation: Any) -> Brief:
     """Columns of a DuckDB relation; its rows are not counted."""
     return Brief(f"? x {len(relation.columns):,}", "", "DuckDB query, not run")
+
+
+def summarize_url(url: Any, label: str, paging: Paging) -> str:
+    """A SQLAlchemy URL as its text, without the password (its tuple would show it)."""
+    shown = redact_text(url.render_as_string(hide_password=True))
+    return f"{label}: sqlalchemy.URL (password hidden)\n{shown}"
+
+
+def brief_url(url: Any) -> Brief:
+    """A SQLAlchemy URL's text, without the password."""
+    return Brief("", "", cut(redact_text(url.render_as_string(hide_password=True)), 60))
 
 
 KINDS = [
@@ -601,4 +696,5 @@ KINDS = [
     Kind(
         "SQLAlchemy", frozenset({"sqlalchemy"}), is_sqlalchemy, summarize_database, brief_database
     ),
+    Kind("SQLAlchemy URL", frozenset({"sqlalchemy"}), is_sqlalchemy_url, summarize_url, brief_url),
 ]
