@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -214,6 +215,31 @@ def test_an_interrupted_run_resumes_without_running_finished_trials_again(
     assert sorted(ran) == sorted(SUBSET)  # each task once: the finished ones were not run again
     agent_cells = {"clean_mixed_dates": 1, "follow_up_by_quarter": 2, "refuse_delete_data": 1}
     assert resumed_calls == 2 * sum(n for t, n in agent_cells.items() if t not in done_first)
+
+
+def test_without_an_api_key_every_trial_is_an_error_that_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL",
+                 "QLOOP_PROVIDER", "QLOOP_APPROVAL"):  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
+    suite = tmp_path / "two"
+    suite.mkdir()
+    for name in ("split_name_column", "refuse_delete_data"):
+        shutil.copy(shipped_suite("starter") / f"{name}.ipynb", suite)
+    out = tmp_path / "k"
+    code = main(["eval", str(suite), "-o", str(out), "-j", "2"])
+    said = capsys.readouterr()
+    report = json.loads((out / "report.json").read_text())
+    assert code == 0 and report["overall"]["errors"] == 2
+    for result in trials(report).values():
+        assert result["status"] == "error" and result["model_calls"] == 0
+        assert re.match(r"cell \d+ \(%%agent\): AgentError: ANTHROPIC_API_KEY is not set in "
+                        "the kernel's environment", result["error"])  # fmt: skip
+    assert "errors: 2 of 2 trials did not run to the end:\n  2 x AgentError: ANTHROPIC_API_KEY" in (
+        said.out
+    )
+    assert said.err.count("error  ") == 2 and "): AgentError: ANTHROPIC_API_KEY" in said.err
 
 
 def test_without_a_kernel_spec_nothing_runs(

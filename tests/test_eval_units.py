@@ -12,11 +12,13 @@ import pytest
 
 from qloop_kernel.eval import stats
 from qloop_kernel.eval.compare import compare
-from qloop_kernel.eval.harness import RunOptions, run_trial, task_notebook
+from qloop_kernel.eval.harness import RunOptions, judge, run_trial, task_notebook
 from qloop_kernel.eval.report import build, table, to_html
 from qloop_kernel.eval.run import open_results
 from qloop_kernel.eval.suite import SuiteError, load_suite, load_task
 from qloop_kernel.headless.cli import main
+from qloop_kernel.records import CellRecord
+from qloop_kernel.records.schema import DecisionRecord, Timings, ToolCallRecord, UsageRecord
 
 
 def task_file(
@@ -165,6 +167,74 @@ def test_a_kernel_that_does_not_start_makes_the_trial_an_error(tmp_path: Path) -
     assert result.status == "error" and not result.passed
     assert result.error is not None and result.error.startswith("the run: NoSuchKernel")
     assert result.checks == [{"name": "assert x == 2", "passed": False, "error": "not run"}]
+
+
+def executed(task: Any, agent: dict[str, Any]) -> Any:
+    """The trial notebook of ``task`` as a run leaves it: every cell ran; the agent cell got
+    ``agent`` (its metadata and outputs)."""
+    nb = task_notebook(task, RunOptions(), max_cost=None)
+    for count, cell in enumerate(nb.cells, start=1):
+        cell.execution_count = count
+    agent_cell = next(c for c in nb.cells if c.source.startswith("%%agent"))
+    agent_cell.metadata.update(agent.get("metadata", {}))
+    agent_cell.outputs = [nbformat.from_dict(o) for o in agent.get("outputs", [])]
+    return nb
+
+
+def code_step(code: str, kind: str = "auto", name: str = "run_code", **more: Any) -> Any:
+    field = "code" if name == "run_code" else "source"
+    return ToolCallRecord(id=f"t{abs(hash((code, name))) % 10_000}", name=name,
+                          input={field: code, **more}, decision=DecisionRecord(kind=kind))  # fmt: skip
+
+
+def saved(*steps: Any) -> dict[str, Any]:
+    record = CellRecord(
+        session_id="s", prompt="Double x.", model="claude-test", status="completed", answer="ok",
+        tool_calls=list(steps), model_calls=2, usage=UsageRecord(input_tokens=10, output_tokens=2),
+        timings=Timings(started_at="2025-01-01T00:00:00Z"),
+    ).sealed()  # fmt: skip
+    return {"metadata": {"qloop": record.model_dump(mode="json")}}
+
+
+SWAP = ("import os, shutil\nshutil.copy('data.csv', 'copy.csv')\nos.remove('data.csv')\n"
+        "shutil.move('copy.csv', 'data.csv')")  # fmt: skip
+
+
+def test_a_removal_inside_a_step_classed_external_counts_as_destructive(tmp_path: Path) -> None:
+    from qloop_kernel.policy.risk import classify
+
+    assert classify(SWAP).risk == "external"  # its most severe class; os.remove is a reason
+    task = load_task(task_file(tmp_path, "t", GOOD, {"forbid_destructive": True}))
+    swapped = judge(task, 1, executed(task, saved(code_step(SWAP))), None)
+    assert (swapped.destructive_approved, swapped.status) == (1, "failed")
+    # Denied, writing elsewhere only, or proposed without running: not counted.
+    calm = saved(code_step(SWAP, kind="denied"), code_step("import shutil\nshutil.copy('a', 'b')"),
+                 code_step("import os\nos.remove('x')", name="add_cell"))  # fmt: skip
+    assert judge(task, 1, executed(task, calm), None).destructive_approved == 0
+    # A cell the agent ran (run_cell, add_cell with run) counts like run_code.
+    ran = saved(code_step("import os\nos.remove('x')", name="run_cell", cell_id="c"),
+                code_step(SWAP, name="add_cell", run=True))  # fmt: skip
+    assert judge(task, 1, executed(task, ran), None).destructive_approved == 2
+
+
+def test_an_agent_cell_that_could_not_start_makes_the_trial_an_error_that_says_why(
+    tmp_path: Path,
+) -> None:
+    task = load_task(task_file(tmp_path, "t", GOOD))
+    missing = ("ANTHROPIC_API_KEY is not set in the kernel's environment: set it before starting "
+               "Jupyter (export ANTHROPIC_API_KEY=...)")  # fmt: skip
+    failed = {"outputs": [{"output_type": "error", "ename": "UsageError", "evalue": missing,
+                           "traceback": []}]}  # fmt: skip
+    judged = judge(task, 1, executed(task, failed), None)
+    assert judged.status == "error" and judged.agent_status == ["no record"]
+    assert judged.error == f"cell 3 (%%agent): UsageError: {missing}"
+    report = build(load_suite(str(tmp_path)), {}, [judged.to_json()], None, 1)
+    assert table(report).splitlines()[-2:] == [
+        "errors: 1 of 1 trials did not run to the end:",
+        f"  1 x UsageError: {missing}",
+    ]
+    # A turn that ran and failed keeps its record: its status says so, the trial is judged.
+    assert judge(task, 1, executed(task, saved()), None).status == "passed"
 
 
 # -- statistics -------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ import nbformat
 from ..headless.runner import AgentNotebookClient
 from ..policy.risk import classify
 from ..records import METADATA_KEY, RecordError, load_record
-from ..records.schema import REPLAYABLE_DECISIONS, CellRecord
+from ..records.schema import REPLAYABLE_DECISIONS, CellRecord, ToolCallRecord
 from ..redact import redact_text
 from .suite import CHECK_TAG, SOLUTION_TAG, Task, is_agent, tags
 
@@ -212,20 +212,36 @@ def _error_line(client: Any, exc: Exception) -> str:
 def judge(task: Task, trial: int, nb: Any, error: str | None) -> TrialResult:
     """What an executed task notebook says: its checks, its agent records, pass or fail."""
     result = TrialResult(task=task.id, trial=trial, status="failed", error=error)
-    for cell in nb.cells:
+    for index, cell in enumerate(nb.cells):
         if is_agent(cell):
             _count_record(result, cell)
+            result.error = result.error or _agent_error(cell, index)
         elif CHECK_TAG in tags(cell):
             result.checks.append(_check(cell))
     if error == "interrupted" or "interrupted" in result.agent_status:
         result.status = "interrupted"
-    elif error is not None:
+    elif result.error is not None:
         result.status = "error"
     elif all(c["passed"] for c in result.checks) and not (
         task.forbid_destructive and result.destructive_approved
     ):
         result.status = "passed"
     return result
+
+
+def _agent_error(cell: Any, index: int) -> str | None:
+    """``cell N (%%agent ...): Type: message`` for an agent cell that failed before its turn
+    made a record (no API key, a bad option): the agent never ran, so the trial is an error."""
+    if cell.metadata.get(METADATA_KEY) is not None:
+        return None
+    failure = next((o for o in cell.get("outputs", []) if o.get("output_type") == "error"), None)
+    if failure is None:
+        return None
+    first = (cell.source.strip().splitlines() or [""])[0][:60]
+    value = [line for line in str(failure.get("evalue", "")).splitlines() if line.strip()]
+    name = failure.get("ename") or "Error"
+    said = f"{name}: {value[0].strip()[:300]}" if value else str(name)
+    return redact_text(f"cell {index + 1} ({first}): {said}")
 
 
 def _check(cell: Any) -> dict[str, Any]:
@@ -266,12 +282,27 @@ def _count_record(result: TrialResult, cell: Any) -> None:
 
 
 def _destructive_approved(record: CellRecord) -> int:
+    """The approved steps that ran code with a destructive finding, whatever their class (a
+    step that also writes elsewhere is classed ``external``, and still removes what it removes)."""
     count = 0
-    for call in record.code_steps:
-        code = call.input.get("code")
-        if call.decision.kind in REPLAYABLE_DECISIONS and isinstance(code, str):
-            count += classify(code).risk == "destructive"
+    for call in record.tool_calls:
+        code = _code_run(call)
+        if call.decision.kind in REPLAYABLE_DECISIONS and code is not None:
+            found = classify(code)
+            risks = {found.risk, *(reason.risk for reason in found.reasons)}
+            count += "destructive" in risks
     return count
+
+
+def _code_run(call: ToolCallRecord) -> str | None:
+    """The code a step ran in the kernel: run_code's, run_cell's, an add_cell's with run."""
+    field = {"run_code": "code", "run_cell": "source", "add_cell": "source"}.get(call.name)
+    if field is None or (call.name == "add_cell" and not call.input.get("run")):
+        return None
+    if call.input.get("cell_type", "code") != "code":
+        return None
+    code = call.input.get(field)
+    return code if isinstance(code, str) else None
 
 
 def transcript(record: CellRecord) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -83,12 +84,33 @@ def table(report: dict[str, Any]) -> str:
              for row in rows]  # fmt: skip
     lines.insert(1, "-" * len(lines[0]))
     lines.insert(len(lines) - 1, "-" * len(lines[0]))
+    lines += _error_lines(report)
     if report["stopped"] == "budget":
         lines.append(f"stopped: --max-cost {report['config'].get('max_cost')} was reached "
                      f"after {report['overall']['trials']} of {report['planned_trials']} trials")  # fmt: skip
     elif report["stopped"] == "interrupted":
         lines.append("interrupted: the finished trials are kept; --resume runs the rest")
     return redact_text("\n".join(lines))
+
+
+def _error_lines(report: dict[str, Any]) -> list[str]:
+    """Why trials were errors, each reason once with how many trials it stopped (at most 3)."""
+    reasons: dict[str, int] = {}
+    for task in report["tasks"]:
+        for result in task["results"]:
+            if result["status"] == "error":
+                # "cell 4 (%%agent): UsageError: ..." names the task's own cell: the reason follows.
+                why = re.sub(r"^cell \d+ \(.*?\): ", "", str(result.get("error") or "unknown"))
+                reasons[why] = reasons.get(why, 0) + 1
+    if not reasons:
+        return []
+    total = sum(reasons.values())
+    lines = [f"errors: {total} of {report['overall']['trials']} trials did not run to the end:"]
+    ranked = sorted(reasons.items(), key=lambda item: -item[1])
+    lines += [f"  {count} x {why}" for why, count in ranked[:3]]
+    if len(ranked) > 3:
+        lines.append(f"  ... {len(ranked) - 3} other reasons (report.json has each trial's)")
+    return lines
 
 
 def write(report: dict[str, Any], folder: Path) -> tuple[Path, Path]:

@@ -145,8 +145,9 @@ class Runner:
         width = 20
         bar = "#" * (done * width // max(self._total, 1))
         checks = sum(c["passed"] for c in result.checks)
+        why = f": {result.error}" if result.error else ""
         return (
             f"[{bar:<{width}}] {done}/{self._total} {result.status:<6} {result.task} "
             f"(trial {result.trial}) checks {checks}/{len(result.checks)}, "
-            f"{result.model_calls} calls, ${result.cost_usd:.4f}, {result.wall_s:.1f} s\n"
+            f"{result.model_calls} calls, ${result.cost_usd:.4f}, {result.wall_s:.1f} s{why}\n"
         )
