@@ -19,14 +19,20 @@ from mcp import types
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from qloop_kernel.names import POLICIES, Policy
+from qloop_kernel.policy.permissions import policy_verdict
+from qloop_kernel.policy.risk import RISKS, Assessment, Reason, Risk
 from qloop_kernel.records import load_record
 from qloop_kernel.server import record
+from qloop_kernel.server.broker import OutsideBroker
+from qloop_kernel.server.gate import Gate, Step, Verdict
 from qloop_kernel.server.handlers import is_loopback
 from tests.jupyter_server import JupyterServer, Page, jupyter_server
 
 pytestmark = pytest.mark.timeout(240)
 
 SECRET = "sk-ant-api03-outside0agent0secret0value0123456789abcdef"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +102,41 @@ def test_a_missing_or_wrong_token_is_refused_and_no_page_login_is_offered(
     with pytest.raises(BaseException) as failed:
         run(refused())
     assert server.token not in str(failed.value)
+
+
+def test_a_token_in_the_url_is_refused_saying_to_use_the_header(server: JupyterServer) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    for headers in ({}, server.headers):  # refused even beside a good header: it leaked already
+        reply = httpx.post(
+            server.mcp_url, params={"token": server.token}, json=body, headers=headers, timeout=30
+        )
+        assert reply.status_code == 401, reply.text
+        message = reply.json()["message"]
+        assert "Authorization: token" in message and "not in the URL" in message
+        assert server.token not in reply.text
+
+
+def test_a_page_of_another_origin_is_refused_even_with_the_token(server: JupyterServer) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    for origin in ("http://evil.example", "http://127.0.0.1:1", "null"):
+        reply = httpx.post(
+            server.mcp_url, json=body, headers={**server.headers, "Origin": origin}, timeout=30
+        )
+        assert reply.status_code == 403, (origin, reply.text)
+        assert "another origin" in reply.json()["message"]
+
+    async def tools(headers: dict[str, str]) -> list[str]:
+        async with (
+            httpx.AsyncClient(headers=headers, timeout=60) as http,
+            streamable_http_client(server.mcp_url, http_client=http) as (read, write, *_),
+            ClientSession(read, write) as client,
+        ):
+            await client.initialize()
+            return [t.name for t in (await client.list_tools()).tools]
+
+    same = server.url.rstrip("/")  # a page of the Jupyter server itself, with the token
+    assert "run_code" in run(tools({**server.headers, "Origin": same}))
+    assert "run_code" in run(tools(server.headers))  # no Origin: a program, not a browser page
 
 
 def test_only_loopback_addresses_count_as_this_machine() -> None:
@@ -171,6 +212,72 @@ def test_run_code_with_no_page_is_refused_runs_nothing_and_is_recorded(
     assert entry["decision"].startswith("refused") and entry["ran"] is None
     assert record.verified(entry)
     assert not record.verified({**entry, "input": {"code": "y = 2"}})  # edited: no longer
+
+
+# One snippet of each class, none of which may run here (the notebook's kernel is fresh).
+EVERY_CLASS = {
+    "read": "print(sum(range(4)))",
+    "write": "total = 6",
+    "compute": "import dask\ndask.compute(1)",
+    "unknown": "exec('total = 6')",
+    "destructive": "import os\nos.remove('gone.txt')",
+    "external": "import urllib.request\nurllib.request.urlopen('http://example.invalid')",
+}
+
+
+def _documented_outside_verdicts() -> dict[str, dict[str, str]]:
+    """The policy table of docs/mcp.md's approval card section: policy -> class -> cell."""
+    section = (ROOT / "docs" / "mcp.md").read_text("utf-8").split("## The approval card")[1]
+    rows = [line for line in section.split("\n## ")[0].splitlines() if line.startswith("| `")]
+    table: dict[str, dict[str, str]] = {}
+    for row in rows:
+        policy, *cells = [cell.strip() for cell in row.strip("|").split("|")]
+        table[policy.strip("`")] = dict(zip(RISKS, cells, strict=True))
+    return table
+
+
+def test_the_documented_table_the_policy_verdicts_and_the_gate_with_no_page_agree() -> None:
+    """For every policy and class: what docs/mcp.md says, what policy_verdict says, and what the
+    gate does when no page shows the notebook (only what runs unasked runs; the rest is refused)."""
+    table = _documented_outside_verdicts()
+    assert set(table) == set(POLICIES)
+    words = {"run": "runs", "ask": "card (no page: refused)", "deny": "refused"}
+    docs = (ROOT / "docs" / "mcp.md").read_text("utf-8")
+    assert "a call that would go on a card is refused, whatever\nits class" in docs
+
+    async def no_page(policy: Policy, risk: Risk) -> Verdict:
+        gate = Gate(OutsideBroker(), lambda: policy)
+        assessment = Assessment(risk, (Reason(1, risk, "a step"),), frozenset())
+        step = Step("claude-code", "nb.ipynb", "run_code", "x", assessment, session="s1")
+        return await gate.decide(step, lambda waited, message: asyncio.sleep(0))
+
+    for policy in POLICIES:
+        for risk in RISKS:
+            verdict = policy_verdict(policy, risk)
+            assert table[policy][risk] == words[verdict], (policy, risk)
+            decided = run(no_page(policy, risk))
+            assert decided.run == (verdict == "run"), (policy, risk, decided)
+            if verdict == "ask":
+                assert decided.how == "refused: no page to approve it", (policy, risk)
+
+
+def test_under_ask_with_no_page_a_call_of_every_class_is_refused(server: JupyterServer) -> None:
+    path = notebook(server)
+
+    async def scenario() -> tuple[dict[str, types.CallToolResult], str]:
+        async with session(server) as client:
+            results = {
+                risk: await call(client, "run_code", path=path, code=code)
+                for risk, code in EVERY_CLASS.items()
+            }
+            return results, text(await call(client, "list_variables", path=path))
+
+    results, after = run(scenario())
+    for risk, result in results.items():
+        assert result.is_error, (risk, text(result))
+        assert f"this '{risk}' call needs the user's approval, and no page shows" in text(result)
+    assert "6" not in text(results["read"])  # it did not run: the output is not there
+    assert "No user variables" in after
 
 
 def test_a_card_names_the_client_and_the_call_waits_for_the_click(server: JupyterServer) -> None:
@@ -335,6 +442,61 @@ def test_always_allow_covers_this_clients_later_calls_of_that_class_or_milder(
     assert "run by the user's grant" in text(results[1])
     assert other_card["client"] == "another-agent"  # the grant is the client's, not everyone's
     assert len([c for c in page.cards if c["client"] == "cursor"]) == 1
+
+
+def test_a_grant_belongs_to_the_session_the_server_issued_not_to_the_announced_name(
+    server: JupyterServer,
+) -> None:
+    path = notebook(server)
+
+    def decide(card: dict[str, Any]) -> dict[str, Any] | None:
+        if len(page.cards) == 1:  # the first card of the first session: always, and named
+            return {"decision": "always", "reason": "", "name": "my Claude Code"}
+        return None
+
+    page = Page(server, path, decide)
+
+    async def waiting(client: ClientSession, code: str) -> dict[str, Any]:
+        """The card of a call that waits for the click (the client then gives up), or what the
+        call answered without one."""
+        task = asyncio.create_task(call(client, "run_code", path=path, code=code))
+        seen = len(page.cards)
+        while len(page.cards) == seen and not task.done():
+            await asyncio.sleep(0.1)
+        if task.done():
+            return {"answered without a card": text(task.result())}
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        return page.cards[-1]
+
+    async def scenario() -> tuple[list[types.CallToolResult], list[dict[str, Any]]]:
+        async with page.open():
+            async with session(server, name="claude-code") as first:
+                granted = [
+                    await call(first, "run_code", path=path, code="a = 1"),
+                    await call(first, "run_code", path=path, code="b = 2"),
+                ]
+                named = await waiting(first, "import os\nos.remove('gone.txt')")
+            async with session(server, name="claude-code") as impostor:
+                other = await waiting(impostor, "c = 3")
+        return granted, [named, other]
+
+    granted, (named, other) = run(scenario())
+    # Another session announcing the same name holds no grant: its call waits on a card.
+    assert "answered without a card" not in other, other
+    first_card = page.cards[0]
+    assert first_card["client"] == "claude-code" and first_card["verified"] is False
+    assert first_card["grantable"] is True
+    assert all(not r.is_error for r in granted) and "user's grant" in text(granted[1])
+    # The same session later: under the name the user gave it, verified; the grant covers
+    # 'write' calls, not this 'destructive' one.
+    assert named["client"] == "my Claude Code" and named["verified"] is True
+    assert named["title"].startswith("my Claude Code wants to run code")
+    # ... and it is shown unverified, under the name it announced.
+    assert other["client"] == "claude-code" and other["verified"] is False
+    assert other["code"] == "c = 3"
+    assert [e["client"] for e in page.saved[:2]] == ["claude-code", "my Claude Code"]
 
 
 def test_stop_interrupts_a_running_call(server: JupyterServer) -> None:
@@ -548,10 +710,18 @@ def test_a_stdio_client_reaches_the_notebook_through_qloop_mcp_under_its_own_nam
 
     path = notebook(server)
     env = {k: v for k, v in os.environ.items() if k not in ("JUPYTER_TOKEN", "QLOOP_JUPYTER_URL")}
+    # The URL as `jupyter server list` prints it: the bridge sends its token in the header (the
+    # endpoint refuses a token in the URL).
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "qloop_kernel.headless.cli", "mcp", "--url", server.url],
-        env={**env, "JUPYTER_TOKEN": server.token},
+        args=[
+            "-m",
+            "qloop_kernel.headless.cli",
+            "mcp",
+            "--url",
+            f"{server.url}?token={server.token}",
+        ],
+        env=env,
     )
 
     async def scenario() -> tuple[list[str], types.CallToolResult, Page]:

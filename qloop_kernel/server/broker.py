@@ -6,9 +6,11 @@ approval item and posts the user's decision (:meth:`OutsideBroker.decide`). *Rec
 entries the page appends to the notebook's metadata and acknowledges (:meth:`OutsideBroker.saved`);
 they wait here until a page does, so a call made while no page is open is saved when one opens.
 
-Grants ("always allow") are kept per outside client, notebook and tool for as long as the Jupyter
+Grants ("always allow") are kept per MCP session, notebook and tool for as long as the Jupyter
 server runs; like the in-notebook agent's, a grant covers calls of the class it was given for or a
-milder one.
+milder one. The session is the one the server issued the client at its ``initialize``, never the
+name the client announced: until the user approves one of its calls, a session's client is shown
+unverified, under the name it announced; then under the name the user confirmed or gave it.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class Decision:
     reason: str = ""
     code: str | None = None
     applied: dict[str, Any] | None = None
+    name: str = ""  # the name the user gave the client (empty: the name it announced)
 
 
 @dataclass
@@ -49,7 +52,8 @@ class Approval:
     """One call waiting for a decision (``waiting``), then running after it (``running``); a cell
     change the policy or a grant allowed waits for a page to apply it (``apply``, no card).
     ``cell`` describes a cell change: ``op`` (add, edit), ``cell_id`` or ``after_cell_id``,
-    ``cell_type``."""
+    ``cell_type``. ``verified``: the user approved a call of this client's MCP session before;
+    ``grantable``: the client holds a session, to which an "always allow" is bound."""
 
     id: str
     path: str
@@ -67,6 +71,8 @@ class Approval:
     stop: Callable[[], Any] | None = None
     cell: dict[str, Any] | None = None
     claimed: bool = False  # a page took the cell change to apply it (one page only)
+    verified: bool = False
+    grantable: bool = True
 
     def item(self) -> dict[str, Any]:
         found = {
@@ -80,6 +86,8 @@ class Approval:
             "risk": self.risk,
             "reasons": list(self.reasons),
             "editable": self.editable,
+            "verified": self.verified,
+            "grantable": self.grantable,
         }
         if self.cell is not None:
             found["cell"] = dict(self.cell)
@@ -112,7 +120,8 @@ class OutsideBroker:
         self._changed: dict[str, asyncio.Event] = {}
         self._polling: dict[str, int] = {}  # open polls, by notebook
         self._last_poll: dict[str, float] = {}  # monotonic time a poll of the notebook last ended
-        self._grants: dict[tuple[str, str, str], Risk] = {}  # (client, notebook, tool) -> class
+        self._grants: dict[tuple[str, str, str], Risk] = {}  # (session, notebook, tool) -> class
+        self._confirmed: dict[str, str] = {}  # MCP session -> the client's name, as confirmed
 
     # --- pages -------------------------------------------------------------------------------
 
@@ -224,14 +233,22 @@ class OutsideBroker:
         key = notebook_key(path)
         return sum(1 for r in self._records.values() if r.path == key)
 
-    # --- grants ------------------------------------------------------------------------------
+    # --- outside clients and their grants ----------------------------------------------------
 
-    def grant(self, client: str, path: str, tool: str, risk: Risk) -> None:
-        key = (client, notebook_key(path), tool)
+    def confirm(self, session: str, name: str) -> None:
+        """The user approved a call of the client holding ``session``, as ``name``."""
+        self._confirmed[session] = name
+
+    def confirmed(self, session: str | None) -> str | None:
+        """The name the user confirmed for the client holding ``session``; None: unverified."""
+        return None if session is None else self._confirmed.get(session)
+
+    def grant(self, session: str, path: str, tool: str, risk: Risk) -> None:
+        key = (session, notebook_key(path), tool)
         held = self._grants.get(key)
         if held is None or severity(risk) > severity(held):
             self._grants[key] = risk
 
-    def granted(self, client: str, path: str, tool: str, risk: Risk) -> bool:
-        held = self._grants.get((client, notebook_key(path), tool))
+    def granted(self, session: str, path: str, tool: str, risk: Risk) -> bool:
+        held = self._grants.get((session, notebook_key(path), tool))
         return held is not None and severity(risk) <= severity(held)

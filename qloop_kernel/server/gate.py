@@ -6,7 +6,12 @@ PermissionPipeline` settles the policy and the grants, on the class
 a class unasked, asks, or refuses it; a grant the user gave this client for this notebook and tool
 covers the class it was given for and milder ones; otherwise the notebook's page shows a card and
 the call waits for the click, sending progress to the client. Nobody can click when no page shows
-the notebook: then asking becomes refusing, as in a headless run.
+the notebook: then every call that would go on a card is refused, whatever its class (the outside
+agent fails closed: ``ask`` never runs ``read`` code unasked, as a headless notebook run does).
+
+A grant belongs to the MCP session the server issued the client, not to the name it announced: a
+client is shown as it announced itself, marked unverified, until the user approves one of its
+calls (and may name it); another session announcing the same name holds nothing.
 """
 
 from __future__ import annotations
@@ -20,12 +25,13 @@ from typing import Any
 from ..messages import ToolCall
 from ..names import Policy
 from ..policy.grants import Grant
-from ..policy.permissions import ApprovalPolicy, ApprovalRequest, Deny, policy_denial
+from ..policy.permissions import ApprovalPolicy, ApprovalRequest, Deny
 from ..policy.pipeline import PermissionPipeline
 from ..policy.risk import Assessment, Risk
 from .broker import Approval, Decision, OutsideBroker
 
 PROGRESS_EVERY_S = 5.0
+NO_PAGE_HOW = "refused: no page to approve it"
 CONFIG_HINT = (
     "the user's Jupyter config sets what outside agents may run without a click "
     "(c.QloopMCP.policy in jupyter_server_config.py)"
@@ -38,13 +44,14 @@ Progress = Callable[[float, str], Awaitable[None]]
 class Step:
     """One call to decide: who asks, in which notebook, with what code, of what class."""
 
-    client: str
+    client: str  # the name the user confirmed for the session, else the one it announced
     path: str
     tool: str
     code: str
     assessment: Assessment
     cell: dict[str, Any] | None = None  # a cell change the page applies (see Approval.cell)
     stop: Callable[[], Any] | None = None  # interrupts the kernel (a cell the page runs)
+    session: str | None = None  # the MCP session the server issued (None: a sessionless request)
 
     @property
     def reasons(self) -> list[str]:
@@ -84,20 +91,19 @@ class Gate:
     async def decide(self, step: Step, progress: Progress) -> Verdict:
         policy = self.policy()
         shown = self.broker.shown(step.path)
-        grants = _ClientGrants(self.broker, step.client, step.path)
-        pipeline = PermissionPipeline(ApprovalPolicy(policy, shown, hint=CONFIG_HINT), grants, None)
+        grants = _ClientGrants(self.broker, step.session, step.path)
+        # Interactive: the policy's own verdict. Where it would ask and no page can, the call is
+        # refused below; never the headless 'ask' that runs 'read' code unasked.
+        pipeline = PermissionPipeline(ApprovalPolicy(policy, hint=CONFIG_HINT), grants, None)
         request = ApprovalRequest(
             ToolCall(step.tool, step.tool, {"code": step.code}), _title(step),
             assessment=step.assessment,
         )  # fmt: skip
         settled = pipeline.settle(request)  # the page is asked below, without blocking
         if settled is not None and isinstance(settled.decision, Deny):
-            how = (
-                "refused: no page to approve it"
-                if policy in ("ask", "write")
-                else "refused by the policy"
-            )
-            return Verdict(False, how, message=self._refusal(step, policy, shown))
+            return Verdict(False, "refused by the policy", message=settled.decision.reason)
+        if settled is None and not shown:
+            return Verdict(False, NO_PAGE_HOW, message=self._nobody_to_ask(step))
         if settled is not None and settled.by == "policy":
             allowed = Verdict(True, f"run without asking by the policy '{policy}'", step.code)
         elif settled is not None:
@@ -114,15 +120,12 @@ class Gate:
             return replace(allowed, how=how, applied=applied)
         return await self._ask(step, progress, allowed)
 
-    def _refusal(self, step: Step, policy: Policy, shown: bool) -> str:
-        risk = step.assessment.risk
-        if not shown and policy in ("ask", "write"):
-            return (
-                f"refused: this '{risk}' call needs the user's approval, and no page shows "
-                f"{step.path!r}, so nobody can give it. Ask the user to open the notebook in "
-                f"JupyterLab or Notebook 7 and call again; {CONFIG_HINT}"
-            )
-        return policy_denial(policy, risk, step.assessment.reasons, CONFIG_HINT)
+    def _nobody_to_ask(self, step: Step) -> str:
+        return (
+            f"refused: this '{step.assessment.risk}' call needs the user's approval, and no page "
+            f"shows {step.path!r}, so nobody can give it. Ask the user to open the notebook in "
+            f"JupyterLab or Notebook 7 and call again; {CONFIG_HINT}"
+        )
 
     def _no_page(self, step: Step) -> str:
         return (
@@ -146,6 +149,8 @@ class Gate:
             cell=step.cell,
             editable=(step.cell or {}).get("op") != "run",
             stop=step.stop,
+            verified=self.broker.confirmed(step.session) is not None,
+            grantable=step.session is not None,
         )
         self.broker.add(approval)
         try:
@@ -193,10 +198,12 @@ class Gate:
                 False, "denied by the user", reason=reason, message=f"denied by the user{said}"
             )
         applied = decision.applied
+        if step.session is not None:  # approving a call confirms who holds the session
+            self.broker.confirm(step.session, decision.name.strip()[:80] or step.client)
         if step.cell is not None:
             self.broker.drop(approval.id)  # the page applied it: nothing runs here
-        if decision.kind == "always":
-            self.broker.grant(step.client, step.path, step.tool, step.assessment.risk)
+        if decision.kind == "always" and step.session is not None:
+            self.broker.grant(step.session, step.path, step.tool, step.assessment.risk)
             how = "approved by the user, who also allowed later such calls of this client"
             return Verdict(True, how, step.code, reason, approval_id=approval.id, applied=applied)
         if decision.kind == "edit" and decision.code is not None and decision.code != step.code:
@@ -232,13 +239,16 @@ def _title(step: Step) -> str:
 
 @dataclass(frozen=True)
 class _ClientGrants:
-    """The grants the user gave one outside client for one notebook, as the pipeline reads them."""
+    """The grants the user gave one MCP session for one notebook, as the pipeline reads them (a
+    request outside any session holds none)."""
 
     broker: OutsideBroker
-    client: str
+    session: str | None
     path: str
 
     def covering(self, tool: str, risk: Risk | None, cell_id: str | None) -> Grant | None:
-        if self.broker.granted(self.client, self.path, tool, risk or "unknown"):
+        if self.session is None:
+            return None
+        if self.broker.granted(self.session, self.path, tool, risk or "unknown"):
             return Grant(tool, risk, "session")
         return None

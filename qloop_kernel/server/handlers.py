@@ -4,7 +4,10 @@ Every route requires the Jupyter server's authentication (its token or identity 
 its own REST API. ``qloop/mcp`` hands the request to the MCP SDK's streamable HTTP session manager
 (an ASGI application) and streams its answer back through Tornado: the SDK speaks the protocol,
 this module only carries bytes between the two servers. Requests from another host are refused
-unless ``QloopMCP.allow_remote`` is set.
+unless ``QloopMCP.allow_remote`` is set. ``qloop/mcp`` takes the token only in the
+``Authorization`` header, never in the URL, and refuses a browser page of another origin even
+with the token (the MCP transport spec requires servers to check ``Origin``), by the Jupyter
+server's own origin check and its ``allow_origin`` settings.
 """
 
 from __future__ import annotations
@@ -26,6 +29,15 @@ from .config import QloopMCP
 
 AUTH_RESOURCE = "kernels"  # outside agents run code in kernels: the same permission
 MAX_AGENT_CELL_ENTRIES = 2_000
+TOKEN_REQUIRED = "the Jupyter server's token is required, in the header Authorization: token …"
+TOKEN_IN_URL = (
+    "pass the Jupyter server's token in the header Authorization: token …, not in the URL "
+    "(?token=): a URL ends up in logs and shell history"
+)
+CROSS_ORIGIN = (
+    "a browser page of another origin may not call qloop's MCP server (its Origin header names "
+    "another site); the Jupyter server's c.ServerApp.allow_origin lists origins that may"
+)
 
 
 def is_loopback(address: str) -> bool:
@@ -50,17 +62,24 @@ class MCPHandler(JupyterHandler):
         if not hasattr(self, "_jupyter_current_user"):
             return  # Tornado asks before the user is known; prepare() asks again after
         if self.current_user is None:
-            raise web.HTTPError(
-                401, "the Jupyter server's token is required: Authorization: token …"
-            )
+            raise web.HTTPError(401, TOKEN_REQUIRED)
         if not self.token_authenticated and self.identity_provider.auth_enabled:
             # A page's cookie is not enough: a client sends the token. (A server run with no
             # authentication at all, which its owner chose, is open to every client anyway.)
             raise web.HTTPError(403, "MCP clients authenticate with the Jupyter server's token")
 
+    def skip_check_origin(self) -> bool:
+        """Never skipped for a token, as Jupyter's own API does: a page of another origin that
+        learned the token is still refused (only a preflight, which carries no call, is not)."""
+        return self.request.method == "OPTIONS"
+
     async def prepare(self, *, _redirect_to_login: Any = True) -> None:
         if not self.qloop_config.allow_remote and not is_loopback(self.request.remote_ip or ""):
             raise web.HTTPError(403, "qloop's MCP server answers this machine only")
+        if "token" in self.request.arguments:  # in the query (or a form body), not the header
+            raise web.HTTPError(401, TOKEN_IN_URL)
+        if not self.check_origin():  # Jupyter's check: same host, or its allow_origin settings
+            raise web.HTTPError(403, CROSS_ORIGIN)
         await super().prepare(_redirect_to_login=False)
         self.check_xsrf_cookie()
 
@@ -200,7 +219,10 @@ class DecideHandler(OutsideHandler):
         if applied is not None and not isinstance(applied, dict):
             raise web.HTTPError(400, '"applied" is an object')
         said = str(reason)[:2000] if isinstance(reason, str) else ""
-        decision = Decision(kind, said, code, applied)
+        name = found.get("name")
+        if name is not None and not isinstance(name, str):
+            raise web.HTTPError(400, '"name" is the name the user gives the client: a string')
+        decision = Decision(kind, said, code, applied, (name or "").strip()[:80])
         ok = self.broker.decide(found["id"], decision)
         self.answer(ok, "" if ok else "this call was already decided or is gone")
 

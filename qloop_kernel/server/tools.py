@@ -14,12 +14,12 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.types import CallToolResult, ContentBlock, ImageContent, TextContent, ToolAnnotations
 
 from ..notebook_view import notebook_view, render
 from ..policy.risk import Assessment, Reason, classify
-from ..redact import redact_text
-from ..text import truncate
+from ..redact import redact_text, redacted_truncate
 from . import record
 from .broker import OutsideBroker, notebook_key
 from .config import QloopMCP
@@ -40,11 +40,20 @@ READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 
 def client_name(ctx: Context[Any, Any]) -> str:
-    """The name the outside client announced itself with (shown on the card)."""
+    """The name the outside client announced itself with (shown on the card, unverified)."""
     params = ctx.session.client_params
     info = getattr(params, "client_info", None)
     name = str(getattr(info, "name", "") or "").strip()
     return name[:80] or "an MCP client"
+
+
+def mcp_session(ctx: Context[Any, Any]) -> str | None:
+    """The id of the MCP session the server issued this client at its ``initialize``; None for a
+    request outside any session. The SDK routes each request by this header to the transport of
+    that session, which refuses any other id, so it is never a name the client made up."""
+    headers = getattr(ctx.request_context.request, "headers", None)
+    found = headers.get(MCP_SESSION_ID_HEADER) if headers is not None else None
+    return str(found) if found else None
 
 
 def _error(text: str) -> CallToolResult:
@@ -116,11 +125,18 @@ class OutsideTools:
         head = f"{key} as last saved ({model.get('last_modified')}):\n"
         return _text(redact_text(head + render(view)))
 
+    def _caller(self, ctx: Context[Any, Any]) -> tuple[str, str | None]:
+        """Who calls: the name to show (the one the user confirmed for its session, else the one
+        it announced), and the MCP session the server issued it."""
+        session = mcp_session(ctx)
+        return self.broker.confirmed(session) or client_name(ctx), session
+
     async def run_code(self, path: str, code: str, ctx: Context[Any, Any]) -> CallToolResult:
-        client = client_name(ctx)
+        client, session = self._caller(ctx)
         kernel_id = await self.kernels.kernel_for(path)
         source, names = await self.kernels.prepared(kernel_id, code)
-        step = Step(client, notebook_key(path), "run_code", code, classify(source, names))
+        assessment = classify(source, names)
+        step = Step(client, notebook_key(path), "run_code", code, assessment, session=session)
 
         async def progress(waited: float, message: str) -> None:
             await ctx.report_progress(waited, None, message)
@@ -164,7 +180,8 @@ class OutsideTools:
             what = f"runs cell {cell['cell_id']} as it is when approved (its source is shown)"
             assessment = Assessment("unknown", (Reason(1, "unknown", what),), None)
             stop = lambda: _later(self.kernels.interrupt(kernel_id))  # noqa: E731
-        step = Step(client_name(ctx), key, tool, source, assessment, cell, stop)
+        client, session = self._caller(ctx)
+        step = Step(client, key, tool, source, assessment, cell, stop, session)
 
         async def progress(waited: float, message: str) -> None:
             await ctx.report_progress(waited, None, message)
@@ -190,7 +207,7 @@ class OutsideTools:
         lines.append(f"```python\n{applied.get('source', '')}\n```")
         if verdict.reason:
             lines.append(f"The user's note: {verdict.reason}")
-        output = truncate(str(applied.get("outputs") or ""), self.config.result_chars)
+        output = redacted_truncate(str(applied.get("outputs") or ""), self.config.result_chars)
         lines.append(f"Output:\n{output}" if output.strip() else "It printed nothing.")
         failed = applied.get("status") == "error"
         if failed:
@@ -220,7 +237,7 @@ class OutsideTools:
             lines.append("Its kernel died or was restarted while it ran: the namespace is gone.")
         elif ran.status != "ok":
             lines.append("It raised an error (interrupted by the user, if a KeyboardInterrupt).")
-        output = truncate(ran.text(), self.config.result_chars)
+        output = redacted_truncate(ran.text(), self.config.result_chars)
         lines.append(f"Output:\n{output}" if output.strip() else "It printed nothing.")
         return redact_text("\n".join(lines))
 
