@@ -103,6 +103,7 @@ function cellChange(data: unknown): OutsideCellChange | null {
 function approvalItem(data: JSONObject): IOutsideApproval | null {
   const { id, state, client, tool, title, code, risk, reasons } = data;
   const editable = data['editable'] ?? false;
+  const { verified, grantable } = data;
   const texts = [id, client, tool, title, code, risk];
   const cell =
     data['cell'] === undefined ? undefined : cellChange(data['cell']);
@@ -111,6 +112,8 @@ function approvalItem(data: JSONObject): IOutsideApproval | null {
     (state !== 'waiting' && state !== 'running' && state !== 'apply') ||
     !isStringList(reasons) ||
     typeof editable !== 'boolean' ||
+    (verified !== undefined && typeof verified !== 'boolean') ||
+    (grantable !== undefined && typeof grantable !== 'boolean') ||
     cell === null ||
     (state === 'apply' && cell === undefined)
   ) {
@@ -129,7 +132,9 @@ function approvalItem(data: JSONObject): IOutsideApproval | null {
     code: itemCode,
     risk: itemRisk,
     reasons,
-    editable
+    editable,
+    ...(typeof verified === 'boolean' ? { verified } : {}),
+    ...(typeof grantable === 'boolean' ? { grantable } : {})
   };
 }
 

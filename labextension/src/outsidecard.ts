@@ -49,7 +49,10 @@ export interface IOutsideApproval {
   id: string;
   kind: 'approval';
   state: 'waiting' | 'running' | 'apply';
-  /** The agent's name as it announced itself, e.g. "claude-code". */
+  /**
+   * The agent's name: as it announced itself (e.g. "claude-code") until the
+   * user approves a call of its session, then as the user confirmed it.
+   */
   client: string;
   tool: string;
   title: string;
@@ -58,6 +61,13 @@ export interface IOutsideApproval {
   risk: string;
   reasons: string[];
   editable: boolean;
+  /**
+   * False while nobody approved a call of this client's session: its name is
+   * only what it says about itself (absent: not marked).
+   */
+  verified?: boolean;
+  /** False for a client outside any MCP session: no grant is kept for it. */
+  grantable?: boolean;
   /**
    * A cell change: `code` is the new cell's source, or the cell's proposed
    * source ("" for a run: the notebook has the source).
@@ -76,6 +86,8 @@ export interface IOutsideDecision {
    * `source`, `outputs` and `status`), or `{"error"}`.
    */
   applied?: JSONObject;
+  /** The name the user gives an unverified client as they approve its call. */
+  name?: string;
 }
 
 /** How the server took a decision or a stop. */
@@ -149,11 +161,18 @@ export class OutsideCard {
     this._reason.type = 'text';
     this._reason.placeholder = trans.__('reason (optional, sent to the agent)');
     this._reason.setAttribute('aria-label', trans.__('Reason'));
+    this._unverified.textContent = trans.__('unverified');
+    this._unverified.title = trans.__(
+      'This name is only what the client says about itself. Approving a call confirms this client for the rest of its session, under this name or the one you type.'
+    );
+    this._name.type = 'text';
+    this._name.placeholder = trans.__('name this client (optional)');
+    this._name.setAttribute('aria-label', trans.__('Name of this client'));
     this._error.setAttribute('role', 'alert');
     this._error.hidden = true;
     this._wireButtons();
     const header = element('div', 'qloop-outside-header');
-    header.append(this._title, this._risk);
+    header.append(this._title, this._unverified, this._risk);
     const buttons = element('div', 'qloop-outside-buttons');
     buttons.append(
       this._approve,
@@ -164,7 +183,7 @@ export class OutsideCard {
       this._cancel
     );
     const controls = element('div', 'qloop-outside-controls');
-    controls.append(this._reason, buttons);
+    controls.append(this._reason, this._name, buttons);
     this._waiting.append(
       header,
       this._reasons,
@@ -234,6 +253,8 @@ export class OutsideCard {
       ALARMING_RISKS.includes(item.risk)
     );
     this._title.textContent = item.title;
+    this._unverified.hidden = item.verified !== false;
+    this._name.hidden = item.verified !== false;
     this._risk.textContent = trans.__('class: %1', item.risk);
     this._risk.hidden = item.risk === '';
     if (!old || !sameList(old.reasons, item.reasons)) {
@@ -364,9 +385,13 @@ export class OutsideCard {
   private _wireButtons(): void {
     const send = (decision: IOutsideDecision['decision'], code?: string) => {
       const reason = this._reason.value.trim();
-      this._send(
-        code === undefined ? { decision, reason } : { decision, reason, code }
-      );
+      const name = this._name.hidden ? '' : this._name.value.trim();
+      this._send({
+        decision,
+        reason,
+        ...(code === undefined ? {} : { code }),
+        ...(name && decision !== 'deny' ? { name } : {})
+      });
     };
     this._approve.addEventListener('click', () => send('approve'));
     this._deny.addEventListener('click', () => send('deny'));
@@ -434,7 +459,7 @@ export class OutsideCard {
     this._runEdited.hidden = !editing;
     this._cancel.hidden = !editing;
     this._approve.hidden = editing;
-    this._always.hidden = editing;
+    this._always.hidden = editing || this._item.grantable === false;
     this._edit.hidden =
       editing || !this._item.editable || this._item.cell?.op === 'run';
   }
@@ -448,6 +473,7 @@ export class OutsideCard {
   private _diffShown: { before: string; after: string } | null = null;
   private readonly _waiting = element('div', 'qloop-outside-waiting');
   private readonly _title = element('span', 'qloop-outside-title');
+  private readonly _unverified = element('span', 'qloop-outside-unverified');
   private readonly _risk = element('span', 'qloop-outside-risk');
   private readonly _reasons = element('ul', 'qloop-outside-reasons');
   private readonly _where = element('div', 'qloop-outside-where');
@@ -456,6 +482,7 @@ export class OutsideCard {
   private readonly _editor = element('textarea', 'qloop-outside-editor');
   private readonly _unseen = element('div', 'qloop-outside-unseen');
   private readonly _reason = element('input', 'qloop-outside-reason');
+  private readonly _name = element('input', 'qloop-outside-name');
   private readonly _approve = button(
     'qloop-outside-approve',
     this._trans.__('Approve')

@@ -27,6 +27,7 @@ import {
 } from '../src/outside';
 import {
   IOutsideApproval,
+  IOutsideDecision,
   OUTSIDE_BOARD_CLASS,
   OUTSIDE_CELL_ATTRIBUTE,
   OUTSIDE_CLASS,
@@ -1463,6 +1464,30 @@ describe('parsePending', () => {
     warn.mockRestore();
   });
 
+  it('reads whether the client is verified and can hold a grant', () => {
+    const warn = jest
+      .spyOn(console, 'warn')
+      .mockImplementation(() => undefined);
+    const pending = parsePending({
+      version: 1,
+      items: [
+        approval({ id: 'a', verified: false, grantable: true }),
+        approval({ id: 'b' }),
+        { ...approval({ id: 'c' }), verified: 'yes' },
+        { ...approval({ id: 'd' }), grantable: 0 }
+      ]
+    });
+    expect(pending).toEqual({
+      version: 1,
+      items: [
+        approval({ id: 'a', verified: false, grantable: true }),
+        approval({ id: 'b' })
+      ]
+    });
+    expect(warn).toHaveBeenCalledTimes(2);
+    warn.mockRestore();
+  });
+
   it('reads the cell change of an approval, and "apply" only with one', () => {
     const warn = jest
       .spyOn(console, 'warn')
@@ -1612,6 +1637,68 @@ describe('OutsideBoard', () => {
     expect(node.querySelector<HTMLInputElement>('input')!.placeholder).toBe(
       'REASON (OPTIONAL, SENT TO THE AGENT)'
     );
+    widget.dispose();
+  });
+
+  it('marks a client not yet verified, and sends the name the user gives it', () => {
+    const decisions: IOutsideDecision[] = [];
+    const widget = new OutsideBoard({
+      trans: nullTranslator.load('qloop'),
+      actions: {
+        decide: (item, decision) => {
+          decisions.push(decision);
+          return Promise.resolve({ outcome: 'ok' });
+        },
+        stop: () => Promise.resolve({ outcome: 'ok' })
+      }
+    });
+    Widget.attach(widget, document.body);
+    widget.setRequests([
+      approval({ id: 'new', verified: false }),
+      approval({ id: 'known', verified: true }),
+      approval({ id: 'old' })
+    ]);
+    const at = (id: string) =>
+      widget.node.querySelector<HTMLElement>(
+        `[${OUTSIDE_ID_ATTRIBUTE}="${id}"]`
+      )!;
+    const badge = (id: string) =>
+      at(id).querySelector<HTMLElement>('.qloop-outside-unverified')!;
+    const name = (id: string) =>
+      at(id).querySelector<HTMLInputElement>('input.qloop-outside-name')!;
+    expect(badge('new').hidden).toBe(false);
+    expect(badge('new').textContent).toBe('unverified');
+    expect(badge('new').title).toContain('only what the client says');
+    expect(name('new').hidden).toBe(false);
+    expect([badge('known').hidden, badge('old').hidden]).toEqual([true, true]);
+    expect([name('known').hidden, name('old').hidden]).toEqual([true, true]);
+
+    name('new').value = '  my Claude  ';
+    click(at('new'), '.qloop-outside-always');
+    name('known').value = 'ignored: hidden';
+    click(at('known'), '.qloop-outside-approve');
+    expect(decisions).toEqual([
+      { decision: 'always', reason: '', name: 'my Claude' },
+      { decision: 'approve', reason: '' }
+    ]);
+    widget.setRequests([approval({ id: 'new2', verified: false })]);
+    name('new2').value = 'no';
+    click(at('new2'), '.qloop-outside-deny');
+    expect(decisions[2]).toEqual({ decision: 'deny', reason: '' });
+    widget.dispose();
+  });
+
+  it('offers no Always allow for a client outside any MCP session', () => {
+    const { widget } = board();
+    widget.setRequests([
+      approval({ id: 'x', grantable: false }),
+      approval({ id: 'y', grantable: true })
+    ]);
+    const always = (id: string) =>
+      widget.node.querySelector<HTMLButtonElement>(
+        `[${OUTSIDE_ID_ATTRIBUTE}="${id}"] .qloop-outside-always`
+      )!;
+    expect([always('x').hidden, always('y').hidden]).toEqual([true, false]);
     widget.dispose();
   });
 
