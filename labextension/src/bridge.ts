@@ -392,7 +392,7 @@ export function connectCommBridge(
 ): void {
   const cells = new NotebookCells(model, () => sessionContext.path, board);
   if (board) {
-    rejectDeletedCells(model(), board, cells);
+    followProposalCells(model(), board, cells);
   }
   register(sessionContext.session?.kernel, cells, sessionContext.ready);
   sessionContext.kernelChanged.connect((_, change) =>
@@ -404,15 +404,46 @@ export function connectCommBridge(
     .catch(reason => console.debug('qloop: no session', reason));
 }
 
-/** A waiting proposal whose cell the user deletes is rejected. */
-function rejectDeletedCells(
+/** A change of one key of a cell's metadata, as its model tells it. */
+interface IMetadataChange {
+  key: string;
+  type: string;
+  oldValue?: unknown;
+}
+
+/**
+ * A waiting proposal whose cell the user deletes is rejected. One whose cell
+ * loses its mark was decided on another page of the shared notebook: it goes
+ * at once, before a deletion that follows (a rejected new cell) reaches this
+ * page, so that only the deciding page answers, with the user's reason.
+ */
+export function followProposalCells(
   model: INotebookModel | null,
   board: ProposalBoard,
   cells: NotebookCells
 ): void {
-  // A change of cell type deletes the cell and inserts one with the same id:
-  // look once both have happened.
-  model?.cells.changed.connect(() => {
+  if (!model) {
+    return;
+  }
+  const unmarked = (_: ICellModel, change: IMetadataChange) => {
+    const mark = change.oldValue;
+    if (
+      change.key === PROPOSAL_KEY &&
+      change.type === 'remove' &&
+      isJSONObject(mark) &&
+      typeof mark['id'] === 'string'
+    ) {
+      board.settleElsewhere(mark['id']);
+    }
+  };
+  for (const cell of model.cells) {
+    cell.metadataChanged.connect(unmarked);
+  }
+  model.cells.changed.connect((_, change) => {
+    // Connecting a cell again (one moved) does nothing.
+    change.newValues.forEach(cell => cell.metadataChanged.connect(unmarked));
+    // A change of cell type deletes the cell and inserts one with the same
+    // id: look once both have happened.
     setTimeout(() => {
       if (!model.isDisposed) {
         board.sweep(id => cells.findCell(id) !== undefined);

@@ -537,6 +537,9 @@ function applyDecision(
   }
   // Rejected or withdrawn: the new cell goes, an edited cell stays as it was.
   if (proposal.kind === 'add') {
+    // Its mark first, in a change of its own: another page of a shared
+    // notebook sees the decision before the cell goes, and answers nothing.
+    notebook.cell(proposal.cellId)?.deleteMetadata(PROPOSAL_KEY);
     notebook.removeCell(proposal.cellId);
   } else {
     notebook.cell(proposal.cellId)?.deleteMetadata(PROPOSAL_KEY);
