@@ -13,7 +13,7 @@ import nbformat
 import pytest
 
 from qloop_kernel.headless.runner import AgentNotebookClient
-from qloop_kernel.notebook_view import PROVENANCE_KEY, proposed_cell_id
+from qloop_kernel.notebook_view import CELL_RUN_MIME, PROVENANCE_KEY, proposed_cell_id
 from qloop_kernel.records import load_record
 from qloop_kernel.testing import Reply, StandInAPI, text, tool_use
 from tests.agent_outputs import result_text, saved_record, tool_results
@@ -91,6 +91,61 @@ def test_qloop_run_under_readonly_rejects_every_proposal_and_leaves_the_cells_as
     assert "qloop run: edit_cell not applied: " in progress
     denied = result_text(tool_results(requests[1])[0])
     assert "readonly" in denied
+
+
+RUN_CLEAN = "df = df.dropna()\nprint(f'{len(df)} rows left')"
+FAILING = "raise ValueError('no such column')"
+
+
+def run_adding(policy: str) -> tuple[Any, list[Any], str]:
+    """qloop run of a turn that adds cells with run: one that cleans df, one that raises."""
+    nb = notebook()
+    nb.cells[2] = nbformat.v4.new_code_cell("print('after:', len(df))", id="after")
+    script = [
+        Reply([tool_use("add_cell", {"source": RUN_CLEAN, "run": True})]),
+        Reply([tool_use("add_cell", {"source": FAILING, "run": True})]),
+        Reply([text("Cleaned.")]),
+    ]
+    progress = io.StringIO()
+    with StandInAPI(script) as api:
+        env = {**os.environ, **api.environment(), "QLOOP_APPROVAL": policy}
+        client = AgentNotebookClient(nb, progress=progress, timeout=120)
+        client.execute(env=env)
+        client.apply_proposals()
+        requests = list(api.requests)
+    return nb, requests, progress.getvalue()
+
+
+def test_qloop_run_offers_add_cell_with_run_and_the_added_cell_runs_under_the_policy():
+    nb, requests, progress = run_adding("auto")
+    tool = next(t for t in requests[0].body["tools"] if t["name"] == "add_cell")
+    assert "run" in tool["input_schema"]["properties"]
+    first = proposed_cell_id("agent", 1, RUN_CLEAN)
+    second = proposed_cell_id("agent", 2, FAILING)
+    said = result_text(tool_results(requests[1])[0])
+    assert said.startswith(f"accepted: added cell {first} after agent") and "it ran." in said
+    assert "2 rows left" in said
+    assert "no such column" in result_text(tool_results(requests[2])[0])
+    assert [c.get("id") for c in nb.cells] == ["setup", "agent", first, second, "after"]
+    added = nb.cells[2]
+    assert [o.get("text") for o in added.outputs] == ["2 rows left\n"]  # its run's outputs
+    assert added.metadata[PROVENANCE_KEY]["agent_cell"] == "agent"
+    assert [o["ename"] for o in nb.cells[3].outputs] == ["ValueError"]  # added, with its error
+    assert not any(CELL_RUN_MIME in o.get("data", {}) for o in nb.cells[1].outputs)
+    assert nb.cells[4].outputs[0]["text"] == "after: 2\n"  # it ran in the kernel, in the turn
+    assert f"qloop run: ran cell {first}" in progress and "no code cell" not in progress
+    record = load_record(nb.cells[1].metadata["qloop"])
+    assert [c.decision.kind for c in record.tool_calls] == ["auto", "auto"]
+    assert nbformat.validate(nb) is None
+
+
+def test_qloop_run_under_readonly_denies_an_added_cell_that_would_run_a_write():
+    nb, requests, progress = run_adding("readonly")
+    denied = result_text(tool_results(requests[1])[0])
+    assert "readonly" in denied and "write" in denied
+    assert [c.get("id") for c in nb.cells] == ["setup", "agent", "after"]
+    assert nb.cells[2].outputs[0]["text"] == "after: 3\n"  # nothing ran
+    assert "qloop run: add_cell not applied: " in progress
 
 
 # -- a page whose extension shows proposals, played by the test -------------------------------------

@@ -61,6 +61,7 @@ class SendsCellMetadata:
     def send_cell_metadata(self) -> None:
         self._metadata = {}
         self._proposed: list[tuple[str, Any]] = []  # (agent cell id, its new turn's record)
+        self._added_runs: dict[str, dict[str, Any]] = {}  # outputs of cells added with run
         self.on_cell_execute = self._before_cell
         self.on_cell_executed = self._after_cell
 
@@ -120,7 +121,9 @@ class SendsCellMetadata:
     def _after_cell(self, cell: Any, cell_index: int, execute_reply: Any) -> None:
         keep_record(cell)
         self._note_proposals(cell)
-        moved = move_cell_runs(self.nb, cell) if is_agent_source(cell.source) else []
+        moved = (
+            move_cell_runs(self.nb, cell, self._added_runs) if is_agent_source(cell.source) else []
+        )
         for line in moved:
             if self.progress is not None:
                 self.progress.write(f"qloop run: {redact_text(line)}\n")
@@ -130,7 +133,6 @@ class SendsCellMetadata:
             )
             self.progress.write(line)
             self.progress.flush()
-
 
     def _note_proposals(self, cell: Any) -> None:
         """Keep a new turn's record for its proposals (a replayed one's were applied before)."""
@@ -149,22 +151,25 @@ class SendsCellMetadata:
     def apply_proposals(self) -> None:
         """Write the accepted proposals of the turns that ran into the notebook, once every cell
         has run (a cell added now is not run by this run); one progress line each."""
+        lines = []
         for agent_cell, record in self._proposed:
-            for line in apply_proposals(self.nb, agent_cell, record):
-                if self.progress is not None:
-                    self.progress.write(f"qloop run: {redact_text(line)}\n")
+            lines += apply_proposals(self.nb, agent_cell, record, self._added_runs)
+        lines += [f"run_cell: no code cell {target} for its outputs" for target in self._added_runs]
+        for line in lines:
+            if self.progress is not None:
+                self.progress.write(f"qloop run: {redact_text(line)}\n")
         if self.progress is not None:
             self.progress.flush()
-        self._proposed = []
+        self._proposed, self._added_runs = [], {}
 
 
-def move_cell_runs(nb: Any, agent: Any) -> list[str]:
+def move_cell_runs(
+    nb: Any, agent: Any, added_runs: dict[str, dict[str, Any]] | None = None
+) -> list[str]:
     """Move what the agent cell's run_cell calls produced into the cells that ran (their
     outputs, as a run of the cell gives them); a line each. A cell after the agent cell is run
-    again by this run, in its turn, as any cell is."""
-    import nbformat
-
-
+    again by this run, in its turn, as any cell is. The outputs of a cell the turn added (with
+    add_cell's run) wait in ``added_runs`` until ``apply_proposals`` adds the cell."""
     kept, done = [], []
     for output in agent.get("outputs", []):
         shown = (output.get("data") or {}).get(CELL_RUN_MIME)
@@ -173,24 +178,35 @@ def move_cell_runs(nb: Any, agent: Any) -> list[str]:
             continue
         target = str(shown.get("target", ""))
         where = _index_of(nb, target)
-        outputs = shown.get("outputs")
-        if where is None or nb.cells[where].cell_type != "code" or not isinstance(outputs, list):
-            done.append(f"run_cell: no code cell {target} for its outputs")
+        if where is None and added_runs is not None:
+            added_runs[target] = shown
             continue
-        try:
-            nb.cells[where].outputs = [nbformat.from_dict(o) for o in outputs]
-        except Exception as exc:  # a malformed output: the cell keeps what it had
-            done.append(f"run_cell: the outputs of cell {target} are not nbformat ({exc})")
-            continue
-        nb.cells[where].execution_count = None
-        effect = str(shown.get("effect") or "")
-        done.append(f"ran cell {target}" + (f": {effect}" if effect else ""))
+        done += _put_outputs(nb, where, target, shown)
     agent["outputs"] = kept
     return done
 
 
-def apply_proposals(nb: Any, agent_cell: str, record: Any) -> list[str]:
-    """Apply a turn's accepted add_cell and edit_cell calls to ``nb``: what each did, in a line."""
+def _put_outputs(nb: Any, where: int | None, target: str, shown: dict[str, Any]) -> list[str]:
+    """Make ``shown``'s outputs those of the cell at ``where``; what was done, in a line."""
+    import nbformat
+
+    outputs = shown.get("outputs")
+    if where is None or nb.cells[where].cell_type != "code" or not isinstance(outputs, list):
+        return [f"run_cell: no code cell {target} for its outputs"]
+    try:
+        nb.cells[where].outputs = [nbformat.from_dict(o) for o in outputs]
+    except Exception as exc:  # a malformed output: the cell keeps what it had
+        return [f"run_cell: the outputs of cell {target} are not nbformat ({exc})"]
+    nb.cells[where].execution_count = None
+    effect = str(shown.get("effect") or "")
+    return [f"ran cell {target}" + (f": {effect}" if effect else "")]
+
+
+def apply_proposals(
+    nb: Any, agent_cell: str, record: Any, added_runs: dict[str, dict[str, Any]] | None = None
+) -> list[str]:
+    """Apply a turn's accepted add_cell and edit_cell calls to ``nb``: what each did, in a line.
+    A cell added with run gets its outputs from ``added_runs`` (taken out of it)."""
     done: list[str] = []
     added: list[str] = []
     for call in record.tool_calls:
@@ -199,13 +215,20 @@ def apply_proposals(nb: Any, agent_cell: str, record: Any) -> list[str]:
         if call.decision.kind == "denied":
             why = clip(" ".join(str(call.decision.reason or "denied").split()), 120)
             done.append(f"{call.name} not applied: {why}")
-        elif call.is_error:
-            continue
-        elif call.name == "add_cell":
+        elif call.name == "add_cell" and (not call.is_error or _added_then_failed(call)):
             done += _add_cell(nb, agent_cell, call, added)
-        else:
+            ran = (added_runs or {}).pop(added[-1], None)
+            if ran is not None:
+                done += _put_outputs(nb, _index_of(nb, added[-1]), added[-1], ran)
+        elif not call.is_error and call.name == "edit_cell":
             done += _edit_cell(nb, agent_cell, call)
     return done
+
+
+def _added_then_failed(call: Any) -> bool:
+    """An add_cell with run whose cell was added, and raised when it ran: it is added, with the
+    error in its outputs."""
+    return bool(call.input.get("run")) and str(call.output_summary).startswith("accepted: added")
 
 
 def _index_of(nb: Any, cell_id: str) -> int | None:
@@ -214,7 +237,6 @@ def _index_of(nb: Any, cell_id: str) -> int | None:
 
 def _add_cell(nb: Any, agent_cell: str, call: Any, added: list[str]) -> list[str]:
     import nbformat
-
 
     source = str(call.input.get("source", ""))
     cell_id = proposed_cell_id(agent_cell, len(added) + 1, source)

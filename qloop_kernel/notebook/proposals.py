@@ -8,7 +8,9 @@ approver of a proposal is the page itself: the kernel sends ``propose`` on the `
 extension shows the new cell, or the edited one with its diff, with Accept and Reject, and its answer
 comes when the user decides (the kernel pumps the shell meanwhile, as for an approval card). A proposal
 the policy or a grant accepts is sent already accepted. Under ``qloop run`` nothing is sent: the runner
-applies the accepted proposals of the record to the output notebook (``headless/runner.py``).
+applies the accepted proposals of the record to the output notebook (``headless/runner.py``); a cell
+added with ``run`` runs in the kernel when the policy accepts it (its class is then its code's), and
+the runner puts its outputs into the new cell.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ if TYPE_CHECKING:
     from .undo import StepChanges, UndoLog
 
 PROPOSAL_TOOLS = ("add_cell", "edit_cell")
+
+
 def _notebook_edit(code_class: Assessment | None, cell_type: str) -> Assessment:
     """A proposal's class: ``write`` (it changes the notebook; nothing runs), with what its code
     would do when the user runs it as the reasons."""
@@ -221,13 +225,15 @@ class CellProposals:
             said = f"accepted: added cell {cell_id} after {where}" + _by_user(answer, edited)
             before = self.undo.latest if self.undo is not None else None
             try:
-                runs = self.runs is not None and self.page is not None  # qloop run: never
+                runs = self.runs is not None
                 if input.get("run") and runs and input.get("cell_type") == "code":
                     return self._run_added(said, cell_id, source)
                 return said
             finally:
                 ran = self.undo.latest if self.undo is not None else None
-                self._undoable(cell_id, source, answer, ran if ran is not before else None, adding=True)
+                self._undoable(
+                    cell_id, source, answer, ran if ran is not before else None, adding=True
+                )
         target = str(input.get("cell_id", ""))
         self._undoable(target, source, answer, None, adding=False)
         return f"accepted: cell {target} now has the proposed source" + _by_user(answer, edited)
@@ -368,16 +374,17 @@ def proposal_tools(proposals: CellProposals) -> list[Tool]:
     ) -> str | list[Block]:
         """Propose a new notebook cell for work the user will keep (a cleaning step, a plot, a
         model fit, an explanation in markdown). The user sees it in the notebook and accepts or
-        rejects it; an accepted cell is an ordinary cell. With run, accepting it also runs it:
-        its outputs land in the cell and you read them, with what it did to the variables. To
-        look at data or check something, use run_code instead.
+        rejects it (in a headless run, the approval policy decides); an accepted cell is an
+        ordinary cell. With run, accepting it also runs it: its outputs land in the cell and you
+        read them, with what it did to the variables. To look at data or check something, use
+        run_code instead.
 
         Args:
             source: the cell's source
             cell_type: code or markdown
             after: the id of the cell to put it after (default: after this agent cell, or after
                 the last cell this turn added)
-            run: run the code cell once the user accepts it (its risk class is then the code's)
+            run: run the code cell once it is accepted (its risk class is then the code's)
         """
         return proposals.apply(_current_call(), "add_cell", {
             "source": source, "cell_type": cell_type, "after": after, "run": run})  # fmt: skip
@@ -405,8 +412,7 @@ def proposal_tools(proposals: CellProposals) -> list[Tool]:
         return edit
 
     runs = proposals.runs
-    # A cell qloop run adds is written into the output notebook once every cell has run: no run.
-    adding = add_cell_that_runs if runs is not None and proposals.interactive else add_cell
+    adding = add_cell_that_runs if runs is not None else add_cell
     tools = [
         Tool.from_function(adding, name="add_cell", editable_field="source", classify=classify),
         Tool.from_function(edit_cell, editable_field="source", classify=classify),
