@@ -7,7 +7,8 @@ headings, lists, tables, code, quotes and http, https and mailto links stay; scr
 forms, event handlers, ``style`` and ``class`` attributes and every other URL scheme go. Images go too
 (the extension keeps embedded PNG, JPEG and GIF data; a static page has no such check). Nothing that
 can run, load a resource or cover the page survives. Code is escaped, never parsed, and shown with
-every invisible character marked (``visible.py``).
+every invisible character marked (``visible.py``); in Markdown, every character a person cannot see
+(invisible, bidirectional controls) is shown as its mark too, before it is parsed.
 
 Imports neither IPython nor ipywidgets.
 """
@@ -21,7 +22,7 @@ import re
 import nh3
 from markdown_it import MarkdownIt
 
-from .visible import pieces
+from .visible import as_shown, pieces
 
 TAGS = frozenset(
     [
@@ -171,9 +172,10 @@ _PLAIN_LINE = re.compile(r"[A-Za-z][A-Za-z0-9 ,.;:?!'\"()/%@$]*(?<! )")
 
 
 def markdown_html(text: str) -> str:
-    """Untrusted Markdown as sanitized HTML."""
+    """Untrusted Markdown as sanitized HTML, each character a person cannot see as its mark."""
     if not text:
         return ""
+    text = as_shown(text, runs=False)  # prose: its blanks are its layout (code blocks included)
     if len(text) <= 2_000 and _PLAIN_LINE.fullmatch(text):
         return f"<p>{text}</p>\n"
     return sanitize(_parser().render(text))

@@ -13,6 +13,11 @@ mirror's text fallback, the extension's transcript view through the same table a
 ``pieces(code)`` cuts the code into plain text and marks (for renderers that style marks);
 ``as_shown(code)`` is the same as one string (for plain text). ``mixed_script_names(code)`` lists
 identifiers that mix scripts (a Cyrillic ``а`` in a Latin name), for a reason line on the card.
+``hidden_characters(text)`` names the characters a text holds that a person cannot see.
+
+The same rule marks every untrusted text a person reads outside the card: tool input in the
+transcript's fallbacks, the progress lines, ``qloop show``, an MCP server's tool descriptions and
+stderr. Prose (a prompt, an answer) is shown with ``runs=False``: its blanks are its own layout.
 
 Imports neither IPython nor ipywidgets: every viewer can use it.
 """
@@ -36,6 +41,8 @@ OPEN, CLOSE = "⟨", "⟩"  # a mark's brackets; the same characters in code are
 _BLANKS = " \t"
 _INDENT = re.compile(r"[ \t]*")
 _LINES = re.compile(r"[^\n]*\n|[^\n]+")
+_PLAIN = re.compile(r"[\t\n\x20-\x7e]*")
+_LONG_RUN = re.compile(f"[{_BLANKS}]{{{WHITESPACE_RUN}}}")
 
 
 @dataclass(frozen=True)
@@ -84,11 +91,12 @@ def run_mark(run: str) -> str:
     return f"{OPEN}{len(run)} spaces and tabs{CLOSE}"
 
 
-def pieces(code: str) -> list[Piece]:
-    """The code cut into plain text and marks; joined, the pieces' texts are the code."""
+def pieces(code: str, *, runs: bool = True) -> list[Piece]:
+    """The code cut into plain text and marks; joined, the pieces' texts are the code. With
+    ``runs=False`` long runs of blanks stay plain text (only characters are marked)."""
     found: list[Piece] = []
     for line in _LINES.findall(code):  # lines end at "\n" only, as the extension cuts them
-        found += _line_pieces(line)
+        found += _line_pieces(line, runs)
     merged: list[Piece] = []
     for piece in found:  # neighbouring plain text as one piece
         if piece.mark is None and merged and merged[-1].mark is None:
@@ -98,7 +106,7 @@ def pieces(code: str) -> list[Piece]:
     return merged
 
 
-def _line_pieces(line: str) -> list[Piece]:
+def _line_pieces(line: str, runs: bool) -> list[Piece]:
     indent = _INDENT.match(line)
     start = indent.end() if indent else 0
     result = [Piece(line[:start])]
@@ -110,7 +118,8 @@ def _line_pieces(line: str) -> list[Piece]:
             while stop < end and line[stop] in _BLANKS:
                 stop += 1
             run = line[index:stop]
-            result.append(Piece(run, run_mark(run)) if len(run) >= WHITESPACE_RUN else Piece(run))
+            marked = runs and len(run) >= WHITESPACE_RUN
+            result.append(Piece(run, run_mark(run)) if marked else Piece(run))
             index = stop
             continue
         if char == "\r" and line[index + 1 : index + 2] == "\n":
@@ -123,9 +132,24 @@ def _line_pieces(line: str) -> list[Piece]:
     return result
 
 
-def as_shown(code: str) -> str:
-    """The code as a person reads it: every marked character or run replaced by its mark."""
-    return "".join(piece.shown for piece in pieces(code))
+def as_shown(code: str, *, runs: bool = True) -> str:
+    """The code (or any untrusted text) as a person reads it: every marked character or run
+    replaced by its mark; ``runs=False`` keeps blanks as they are (prose)."""
+    if _PLAIN.fullmatch(code) and not (runs and _LONG_RUN.search(code)):
+        return code  # printable ASCII, tabs and line feeds: nothing to mark (most text)
+    return "".join(piece.shown for piece in pieces(code, runs=runs))
+
+
+def hidden_characters(text: str) -> list[str]:
+    """The characters of ``text`` a person cannot see (invisible, bidirectional controls, other
+    spaces), each once as ``U+202E RIGHT-TO-LEFT OVERRIDE``; the marks' own brackets, which are
+    visible, are not among them."""
+    found = dict.fromkeys(
+        piece.mark[1:-1]
+        for piece in pieces(text, runs=False)
+        if piece.mark is not None and piece.text not in (OPEN, CLOSE)
+    )
+    return list(found)
 
 
 def has_marks(code: str) -> bool:

@@ -5,6 +5,10 @@ becomes a Markdown cell (the prompt and the saved answer) followed by one code c
 code step, in the order they ran; ``--to script`` writes the same as a Python script in the percent
 format (``# %%`` cells) that editors and jupytext read. ``%load_ext qloop_kernel`` lines and qloop
 metadata and outputs are left out, so the result needs neither qloop_kernel nor a model.
+
+The record's text is untrusted: the Markdown shows each character a person cannot see as its mark
+(``visible.as_shown``), and a code step that holds one keeps its code as it ran under a comment
+naming them, since an editor would not show them.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ..notebook.options import agent_prompt
 from ..records import METADATA_KEY, MIME_TYPE, CellRecord, RecordError, load_record, mirrored_record
 from ..text import counted
+from ..visible import as_shown, hidden_characters
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
@@ -57,6 +62,11 @@ def step_code(record: CellRecord) -> list[str]:
     codes = []
     for step in record.replay_steps():
         code = str(step.input["code"]).rstrip()
+        hidden = hidden_characters(code)
+        if hidden:
+            code = (
+                f"# this step holds characters an editor may not show: {', '.join(hidden)}\n{code}"
+            )
         if step.input_redacted:
             code = (
                 "# a secret was cut from this step when it was saved: it is not what ran\n" + code
@@ -66,15 +76,18 @@ def step_code(record: CellRecord) -> list[str]:
 
 
 def turn_markdown(prompt: str, record: CellRecord | None) -> str:
-    """The Markdown above an exported turn: the prompt and the saved answer."""
-    quoted = "\n".join("> " + line for line in prompt.splitlines() or [""])
+    """The Markdown above an exported turn: the prompt and the saved answer, each character a
+    person cannot see as its mark."""
+    lines = as_shown(prompt, runs=False).splitlines()
+    quoted = "\n".join("> " + line for line in lines or [""])
     if record is None:
         return f"**Agent task** (no saved record: nothing exported)\n\n{quoted}"
     steps = counted(len(record.replay_steps()), "approved code step")
-    head = f"**Agent task** · {record.model} · {record.status} · {steps}"
+    head = f"**Agent task** · {as_shown(record.model)} · {record.status} · {steps}"
     if not record.is_own():
         head += " · received from elsewhere (not signed by you): read the steps below"
-    answer = f"\n\n**Saved answer**\n\n{record.answer}" if record.answer else ""
+    shown = as_shown(record.answer, runs=False) if record.answer else ""
+    answer = f"\n\n**Saved answer**\n\n{shown}" if shown else ""
     return f"{head}\n\n{quoted}{answer}"
 
 
@@ -110,9 +123,7 @@ def to_notebook(nb: Any) -> NotebookNode:
         "markdown": nbformat.v4.new_markdown_cell,
         "raw": nbformat.v4.new_raw_cell,
     }
-    out.cells = [
-        makers.get(kind, makers["raw"])(source) for kind, source in exported_cells(nb)
-    ]
+    out.cells = [makers.get(kind, makers["raw"])(source) for kind, source in exported_cells(nb)]
     return out
 
 
@@ -132,7 +143,8 @@ def records_script(records: list[CellRecord]) -> str:
     """The approved steps of ``records`` (agent turns of a kernel session) as one script."""
     parts = []
     for record in records:
-        prompt = "\n".join(f"# > {line}".rstrip() for line in record.prompt.splitlines())
+        said = as_shown(record.prompt, runs=False).splitlines()
+        prompt = "\n".join(f"# > {line}".rstrip() for line in said)
         parts.append(
             "\n\n".join([f"# agent task ({record.status}):\n{prompt}", *step_code(record)])
         )

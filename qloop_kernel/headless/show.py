@@ -6,7 +6,9 @@ only after you read it; ``invalid``: refused, with the reason in full), its stat
 step with its risk class (classified now, the way a replay classifies it), its decision and its code
 (bounded; ``--full`` for all). Then the calls outside agents made over MCP, saved in the notebook's
 ``qloop_outside`` metadata: who, which tool, the decision, the code, and whether your key signed the
-entry. ``--json`` gives the same as one document. The exit code is 1 when any record is invalid.
+entry. The text shows every character a person cannot see as its mark, as the card does
+(``visible.as_shown``). ``--json`` gives the same as one document, its texts as saved. The exit
+code is 1 when any record is invalid.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from ..redact import redact_text
 from ..server.record import METADATA_KEY as OUTSIDE_KEY
 from ..server.record import verified
 from ..text import clip
+from ..visible import as_shown
 from .export import is_agent_cell
 from .files import EXIT_FAILED, EXIT_OK
 
@@ -98,10 +101,10 @@ def outside_lines(entries: list[dict[str, Any]], full: bool) -> list[str]:
             continue
         who = "yours" if entry["provenance"] == "yours" else "received: not signed by your key"
         head = [entry["at"], entry["client"], entry["tool"], f"class {entry['risk'] or '?'}"]
-        lines.append("  " + "  ".join(head) + f" · {entry['decision']} · {who}")
+        lines.append(as_shown("  " + "  ".join(head) + f" · {entry['decision']} · {who}"))
         if entry["reason"]:
-            lines.append(f"      reason: {clip(' '.join(entry['reason'].split()), 200)}")
-        lines += ["      " + line for line in _bounded(entry["code"], CODE_LINES, full)]
+            lines.append(f"      reason: {clip(as_shown(' '.join(entry['reason'].split())), 200)}")
+        lines += ["      " + line for line in _bounded(as_shown(entry["code"]), CODE_LINES, full)]
     return [*lines, ""]
 
 
@@ -155,7 +158,6 @@ def risk_of(call: ToolCallRecord) -> str | None:
     None for a tool whose calls have no class."""
     from IPython.core.inputtransformer2 import TransformerManager
 
-
     code = call.input.get("code")
     if call.name != "run_code" or not isinstance(code, str):
         return None
@@ -171,16 +173,17 @@ def text_lines(entry: dict[str, Any], full: bool) -> list[str]:
     if provenance == "none":
         return [f"cell {number}  no saved record (running it asks the model)", *_quoted(entry), ""]
     if provenance == "invalid":
-        return [f"cell {number}  invalid: {entry['reason']}", *_quoted(entry), ""]
+        return [f"cell {number}  invalid: {as_shown(entry['reason'])}", *_quoted(entry), ""]
     who = "yours (signed by your kernel)" if provenance == "yours" else RECEIVED
-    lines = [f"cell {number}  {entry['status']}  {entry['model']}  {entry['usage']}",
-             f"  provenance: {who}", *_quoted(entry)]  # fmt: skip
+    head = f"{entry['status']}  {as_shown(entry['model'])}  {entry['usage']}"
+    lines = [f"cell {number}  {head}", f"  provenance: {who}", *_quoted(entry)]
     total = len(entry["steps"])
     for index, step in enumerate(entry["steps"], 1):
-        lines.append(f"  step {index}/{total}  {step['tool']}  {_step_head(step)}")
-        lines += ["      " + line for line in _bounded(step["code"], CODE_LINES, full)]
+        lines.append(f"  step {index}/{total}  {as_shown(step['tool'])}  {_step_head(step)}")
+        lines += ["      " + line for line in _bounded(as_shown(step["code"]), CODE_LINES, full)]
     if entry["answer"]:
-        answer = entry["answer"] if full else clip(entry["answer"], ANSWER_CHARS)
+        shown = as_shown(entry["answer"], runs=False)
+        answer = shown if full else clip(shown, ANSWER_CHARS)
         lines += ["  answer:", *("      " + line for line in answer.splitlines())]
     return [*lines, ""]
 
@@ -202,13 +205,13 @@ def _decision(step: dict[str, Any]) -> str:
     text = str(words.get(step["decision"], step["decision"]))
     reason = " ".join(step["reason"].split())
     if step["decision"] == "denied" and reason:
-        text += f" ({clip(reason, 120)})"
+        text += f" ({clip(as_shown(reason), 120)})"
     return text
 
 
 def _quoted(entry: dict[str, Any]) -> list[str]:
     prompt = entry.get("prompt") or ""
-    return ["  prompt: " + line for line in prompt.splitlines() or [""]]
+    return ["  prompt: " + line for line in as_shown(prompt, runs=False).splitlines() or [""]]
 
 
 def _bounded(code: str, limit: int, full: bool) -> list[str]:

@@ -5,6 +5,9 @@ transport and ``ClientSession`` open in one task on the :class:`LoopThread` (any
 left by the task that entered them); the main thread submits calls and waits on their futures in
 short slices, so a timeout, a server that hangs or the Stop button ends the wait, and the call is
 cancelled on the loop.
+
+A stdio server's stderr goes into a :class:`StderrRing` (its last ``STDERR_KEEP_BYTES``, read from
+a pipe), never to the cell or to the model: ``%agent mcp`` shows it, redacted and marked.
 """
 
 from __future__ import annotations
@@ -14,12 +17,11 @@ import concurrent.futures
 import contextlib
 import os
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator, Coroutine
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TextIO, TypeVar
 
 from ..errors import QloopError
 from .config import ServerConfig
@@ -36,6 +38,8 @@ CONNECT_TIMEOUT_S = 30.0
 CLOSE_TIMEOUT_S = 8.0
 PING_TIMEOUT_S = 3.0
 _SLICE_S = 0.05  # the main thread's wait is cut in slices: signals (Stop, timeouts) arrive between
+STDERR_KEEP_BYTES = 16 * 1024  # of a stdio server's stderr, the end kept for `%agent mcp`
+_READ_BYTES = 64 * 1024
 
 State = Literal["not started", "connecting", "connected", "failed", "disconnected", "stopped"]
 
@@ -85,6 +89,50 @@ class LoopThread:
                 loop.close()
 
 
+class StderrRing:
+    """The end of what a server's processes wrote to stderr: at most ``keep`` bytes are held,
+    whatever they write. Each process gets its own pipe (:meth:`pipe`), read by a daemon thread
+    until the process and every copy of the pipe's write end are gone."""
+
+    def __init__(self, keep: int = STDERR_KEEP_BYTES) -> None:
+        self.keep = keep
+        self.total = 0  # bytes written, kept or not
+        self._data = bytearray()
+        self._lock = threading.Lock()
+
+    def pipe(self, name: str) -> TextIO:
+        """A new write end for one process's stderr; close it once the process has it."""
+        read, write = os.pipe()
+        if self.total:
+            self._feed(b"\n[qloop: the server was started again]\n")
+        reader = threading.Thread(target=self._read, args=(read,), name=f"qloop-mcp-stderr-{name}")
+        reader.daemon = True
+        reader.start()
+        return os.fdopen(write, "w", encoding="utf-8", errors="replace")
+
+    def _read(self, fd: int) -> None:
+        with contextlib.suppress(OSError), open(fd, "rb", buffering=0) as source:
+            while chunk := source.read(_READ_BYTES):
+                self._feed(chunk)
+
+    def _feed(self, chunk: bytes) -> None:
+        with self._lock:
+            self.total += len(chunk)
+            self._data += chunk
+            del self._data[: max(0, len(self._data) - self.keep)]
+
+    def text(self) -> tuple[str, int]:
+        """The kept text, from its first whole line when the start was cut, and how many bytes
+        written before it are left out."""
+        with self._lock:
+            data, total = bytes(self._data), self.total
+        text = data.decode("utf-8", errors="replace")
+        if total > len(data):  # a cut line may hold the tail of a secret: start after it
+            cut, _, text = text.partition("\n")
+            return text, total - len(data) + len(cut.encode("utf-8")) + 1
+        return text, 0
+
+
 def wait_future(future: concurrent.futures.Future[T], timeout: float) -> T:
     """The future's result, waiting in short slices; raises TimeoutError after ``timeout``."""
     ends = time.monotonic() + timeout
@@ -101,7 +149,13 @@ def wait_future(future: concurrent.futures.Future[T], timeout: float) -> T:
 class Connection:
     """One server's session, held open by a task on the loop until :meth:`close`."""
 
-    def __init__(self, name: str, config: ServerConfig, kernel_pid: int | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        config: ServerConfig,
+        kernel_pid: int | None = None,
+        stderr: StderrRing | None = None,
+    ) -> None:
         self.name = name
         self.config = config
         self.kernel_pid = kernel_pid or os.getpid()
@@ -111,7 +165,7 @@ class Connection:
         self.session: ClientSession | None = None
         self._closing: asyncio.Event | None = None
         self._held: asyncio.Task[None] | None = None
-        self.errlog: IO[str] | None = None
+        self.stderr = stderr if stderr is not None else StderrRing()
 
     async def open(self) -> list[Any]:
         """Start or reach the server, initialise the session, and list its tools."""
@@ -172,21 +226,14 @@ class Connection:
             env=config.env or None,
             cwd=config.cwd,
         )
-        # The server's stderr goes to a file, never to the cell (it may print its environment).
-        self.errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115 - closed by close()
-        async with stdio_client(params, errlog=self.errlog) as streams:
-            yield streams
-
-    def stderr_tail(self, chars: int = 800) -> str:
-        """The end of what the stdio server wrote to its stderr."""
-        if self.errlog is None:
-            return ""
+        # The server's stderr goes to the ring, never to the cell (it may print its environment).
+        errlog = self.stderr.pipe(self.name)
         try:
-            self.errlog.flush()
-            self.errlog.seek(0)
-            return self.errlog.read()[-chars:].strip()
-        except (OSError, ValueError):
-            return ""
+            async with stdio_client(params, errlog=errlog) as streams:
+                errlog.close()  # the process holds its own copy: the ring's reader ends with it
+                yield streams
+        finally:
+            errlog.close()
 
     async def call(self, tool: str, arguments: dict[str, Any], timeout: float) -> CallToolResult:
         """Call one tool; the session's own timeout bounds the wait for the answer."""
@@ -240,10 +287,6 @@ class Connection:
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(held, CLOSE_TIMEOUT_S)
         self.state = "stopped"
-        if self.errlog is not None:
-            with contextlib.suppress(OSError):
-                self.errlog.close()
-            self.errlog = None
 
 
 async def _all_tools(session: Any) -> list[Any]:

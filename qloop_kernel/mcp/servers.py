@@ -5,6 +5,10 @@ for the session; a server whose connection ended (an HTTP server restarted, a st
 crashed) is connected again at the next turn. :meth:`McpServers.close` stops them all; a stdio
 server also dies with the kernel process (:mod:`.launch`). The values of a server's ``env`` and
 ``headers`` are redacted from everything the session shows, saves or logs.
+
+What a stdio server writes to stderr is kept (its end, :class:`~.client.StderrRing`) and shown only
+by ``%agent mcp``, redacted and with every character a person cannot see marked: never in a cell
+output or in what the model reads (a crashed server's tool result says where to look instead).
 """
 
 from __future__ import annotations
@@ -21,12 +25,15 @@ from typing import Any
 from ..errors import ToolFailure
 from ..messages import Block
 from ..redact import redact_text, redacting_also
+from ..text import marker
+from ..visible import as_shown
 from .client import (
     CLOSE_TIMEOUT_S,
     CONNECT_TIMEOUT_S,
     Connection,
     LoopThread,
     McpCallError,
+    StderrRing,
     describe_error,
 )
 from .config import (
@@ -46,6 +53,7 @@ from .tools import McpTool, adapt, result_blocks
 log = logging.getLogger("qloop.mcp")
 _GRACE_S = 2.0  # the main thread waits this much past a call's own timeout
 RETRY_AFTER_S = 60.0  # a server that failed to start is tried again after this (or on restart)
+STDERR_SHOWN_CHARS = 20_000  # of a server's kept stderr once marked, the end `%agent mcp` shows
 
 
 @dataclass(frozen=True)
@@ -66,6 +74,8 @@ class Server:
     connection: Connection | None = None
     tools: list[Any] = field(default_factory=list)  # the SDK's listed tools
     trusted: bool = False  # `%agent mcp trust NAME` (config's "trusted" counts too)
+    stderr: StderrRing = field(default_factory=StderrRing)  # of every process it was started as
+    announced: bool = True  # its held tools were named in a cell since it last connected
 
     @property
     def state(self) -> str:
@@ -179,10 +189,11 @@ class McpServers:
             return server  # a server that failed to start is not waited for at every turn
         if connection is not None:
             self._close(connection)
-        connection = Connection(name, server.entry.config, os.getpid())
+        connection = Connection(name, server.entry.config, os.getpid(), server.stderr)
         server.connection = connection
         try:
             server.tools = self.loop.wait(connection.open(), CONNECT_TIMEOUT_S + _GRACE_S)
+            server.announced = False
         except (McpCallError, TimeoutError, OSError) as exc:
             connection.state, connection.failed_at = "failed", time.monotonic()
             connection.error = connection.error or describe_error(exc)
@@ -204,9 +215,49 @@ class McpServers:
         for name, server in self.servers.items():
             connection = server.connection
             if connection is not None and connection.state == "failed":
-                why = redact_text(connection.error or "unknown error")
-                notes.append(f"MCP server '{name}' is not available, its tools are left out: {why}")
+                why = as_shown(redact_text(connection.error or "unknown error"))
+                notes.append(f"MCP server '{name}' is not available, its tools are left out: {why}"
+                             + self._stderr_hint(server))  # fmt: skip
         return notes
+
+    def notes(self) -> list[str]:
+        """The lines a turn shows about the servers: those not available, and, once after a
+        server connects, each of its tools held to asking (its description hides characters)."""
+        notes = self.unavailable()
+        for server in self.servers.values():
+            if server.announced or server.state != "connected":
+                continue
+            server.announced = True
+            notes += [
+                f"{tool.name}: {tool.always_ask}; `%agent mcp` shows what the model reads"
+                for tool in self._adapted(server)
+                if tool.always_ask is not None
+            ]
+        return notes
+
+    def adapted(self, name: str) -> list[McpTool]:
+        """Server ``name``'s tools as the model receives them (none before it connects)."""
+        server = self.servers.get(name)
+        return self._adapted(server) if server is not None else []
+
+    def stderr_text(self, name: str) -> str:
+        """The end of what server ``name`` wrote to stderr, redacted, every character a person
+        cannot see marked, with how much before it is left out; "" when it wrote nothing."""
+        server = self.servers.get(name)
+        if server is None:
+            return ""
+        text, left_out = server.stderr.text()
+        shown = as_shown(redact_text(text)).strip("\n")
+        head = marker(left_out, "bytes", "only the end is kept") if left_out else ""
+        if len(shown) > STDERR_SHOWN_CHARS:  # its marks made it longer: the end, whole lines
+            shown = shown[-STDERR_SHOWN_CHARS:].partition("\n")[2]
+            head = "[... earlier lines left out; only the end is shown ...]"
+        return f"{head}\n{shown}" if head and shown else shown
+
+    def _stderr_hint(self, server: Server) -> str:
+        return (
+            f" (its stderr: `%agent mcp stderr {server.entry.name}`)" if server.stderr.total else ""
+        )
 
     def _adapted(self, server: Server) -> list[McpTool]:
         name = server.entry.name
@@ -253,15 +304,16 @@ class McpServers:
             ) from None
         except McpCallError as exc:  # the server's failures; Stop and interrupts pass through
             lost = connection.state != "connected"
-            raise ToolFailure(
-                self._with_stderr(connection, str(exc)) if lost else str(exc)
-            ) from None
+            raise ToolFailure(self._stopped(name, str(exc)) if lost else str(exc)) from None
         return result_blocks(result, name)
 
-    def _with_stderr(self, connection: Connection, text: str) -> str:
-        tail = connection.stderr_tail()
-        text += "\nIt is started or reached again at the next call."
-        return text + (f"\nThe server's stderr ends:\n{tail}" if tail else "")
+    def _stopped(self, name: str, text: str) -> str:
+        """A lost server's result: where its stderr is, never the stderr itself (a server's own
+        words are no instructions, and may hold its environment)."""
+        return (
+            f"{text}\nIt is started or reached again at the next call. What it wrote to stderr is "
+            f"not shown here: the user reads it with `%agent mcp stderr {name}`."
+        )
 
     def restart(self, name: str) -> Server:
         if name not in self.configured():

@@ -6,6 +6,11 @@ class, the approval policy, grants, the approval card (naming the server), the l
 record. Risk comes from the tool's annotations; a server's hints are its own word, so unless the
 user trusts the server they may only raise the approval need: an untrusted server's tool is at
 least ``unknown``.
+
+The model reads a tool's description and input schema as instructions. Where they hold characters a
+person cannot see (invisible ones, bidirectional controls), the tool is *held to asking*
+(``Tool.always_ask``): the permission pipeline puts every call to a person, whatever the policy, no
+grant covers it, and nobody to ask means it does not run.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from ..errors import ToolFailure
 from ..messages import Block
 from ..policy.risk import Assessment, Reason, Risk, most_severe
 from ..tools.runtime import MAX_RESULT_CHARS, Tool
+from ..visible import hidden_characters
 
 PREFIX = "mcp__"
 MAX_NAME_CHARS = 128  # the Messages API's tool name: ^[a-zA-Z0-9_-]{1,128}$
@@ -66,10 +72,41 @@ def hinted_risk(annotations: Any) -> tuple[Risk, str]:
     return risk, "; ".join(text for r, text in found if r == risk)
 
 
-def assessment_of(annotations: Any, trusted: bool, server: str) -> Assessment:
-    """The class of every call of the tool: the hinted one, at least ``unknown`` when untrusted."""
+def hidden_in(description: str, schema: dict[str, Any]) -> list[str]:
+    """The characters a person cannot see in what the model reads of a tool: its description and
+    every name and text of its input schema."""
+    return hidden_characters("\n".join([description, *_texts(schema)]))
+
+
+def _texts(value: Any) -> list[str]:
+    """Every string in a JSON value, keys included."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [text for key, item in value.items() for text in [str(key), *_texts(item)]]
+    if isinstance(value, list):
+        return [text for item in value for text in _texts(item)]
+    return []
+
+
+def held_reason(server: str, hidden: list[str]) -> str:
+    """Why a tool is held to asking: the characters its server hid in what the model reads."""
+    named = ", ".join(hidden[:4]) + (f" and {len(hidden) - 4} more" if len(hidden) > 4 else "")
+    return (
+        f"MCP server '{server}' describes this tool with characters a person cannot see "
+        f"({named}): every call is asked about, and no policy or grant runs it"
+    )
+
+
+def assessment_of(
+    annotations: Any, trusted: bool, server: str, held: str | None = None
+) -> Assessment:
+    """The class of every call of the tool: the hinted one, at least ``unknown`` when untrusted;
+    ``held`` (why it is held to asking) comes first among the reasons."""
     risk, why = hinted_risk(annotations)
     reasons = [HintReason(1, risk, f"MCP server '{server}': {why}")]
+    if held is not None:
+        reasons.insert(0, HintReason(1, risk, held))
     if not trusted and risk in ("read", "write", "compute"):
         reasons.append(
             HintReason(1, "unknown", f"'{server}' is not trusted: its hints cannot lower the class")
@@ -137,15 +174,17 @@ def adapt(
 ) -> McpTool:
     """One listed MCP tool as a qloop tool; ``call(remote_name, arguments)`` runs it.
 
-    It replays (``Tool.replayable``) only when it is ``read`` and its server is connected: any other
-    saved call is shown from the record, not repeated.
+    It replays (``Tool.replayable``) only when it is ``read``, its server is connected and it is
+    not held to asking: any other saved call is shown from the record, not repeated.
     """
     name = tool_name(server, listed.name)
     schema = _clean_schema(dict(listed.input_schema or {"type": "object"}))
     model = input_model(name, schema)
-    found = assessment_of(listed.annotations, trusted, server)
     described = (listed.description or listed.title or listed.name).strip()
     description = f"[MCP server '{server}'] {described}"[:MAX_DESCRIPTION_CHARS]
+    hidden = hidden_in(description, schema)
+    held = held_reason(server, hidden) if hidden else None
+    found = assessment_of(listed.annotations, trusted, server, held)
 
     def run(validated: BaseModel) -> list[Block]:
         return call(listed.name, validated.model_dump(mode="json"))
@@ -158,11 +197,12 @@ def adapt(
         takes_model=True,
         requires_approval=True,
         classify=lambda _input: found,
-        replayable=found.risk == "read" and connected,
+        replayable=found.risk == "read" and connected and held is None,
         notices=(
             f"a tool of MCP server '{server}'" + (f": {shown}" if shown else ""),
             *(str(reason) for reason in found.reasons),
         ),
+        always_ask=held,
         server=server,
         remote_name=listed.name,
         input_schema=schema,

@@ -200,7 +200,7 @@ class KernelAgent:
         except McpConfigError as exc:
             line(f"MCP: {exc}", "warn")
             return []
-        for note in self.mcp.unavailable():
+        for note in self.mcp.notes():
             line(note, "warn")
         return tools
 

@@ -640,7 +640,8 @@ class CardApprover:
         self.cards: dict[str, ApprovalCard] = {}  # by call id: a step's card shows its outcome
 
     def decide(self, request: Request) -> Decision:
-        card = ApprovalCard(request, allow_always=self.allow_always, scopes=self.scopes)
+        always = self.allow_always and request.always_ask is None  # no grant covers a held tool
+        card = ApprovalCard(request, allow_always=always, scopes=self.scopes)
         self.cards[request.call.id if isinstance(request, ApprovalRequest) else "replay"] = card
         try:
             display(card.bundle(), raw=True)

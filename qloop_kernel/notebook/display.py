@@ -1,6 +1,8 @@
 """Showing a turn in the agent cell: streamed Markdown, collapsed thinking, tool lines, the status line.
 
-All rendering of a turn happens here, from typed events and results.
+All rendering of a turn happens here, from typed events and results. What the model or a tool wrote
+is untrusted: the lines and text fallbacks show each character a person cannot see as its mark
+(``visible.as_shown``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from ..messages import (
 )
 from ..policy.permissions import POLICY_DENIAL_PREFIX
 from ..text import clip, counted
+from ..visible import as_shown
 from .approval import StopButton
 from .deadline import clicks_where_sent, stop_on_arrival
 from .pump import wake
@@ -49,7 +52,8 @@ def answer_bundle(text: str, **flags: Any) -> dict[str, Any]:
     """A display bundle for model-written Markdown (live or saved): sanitized HTML, never
     text/markdown (which a frontend renders as trusted)."""
     rendered = f"<div class='{ANSWER_CLASS}'>{markdown_html(text)}</div>" if text else ""
-    return {ANSWER_MIME: {"markdown": text, **flags}, "text/html": rendered, "text/plain": text}
+    plain = as_shown(text, runs=False)
+    return {ANSWER_MIME: {"markdown": text, **flags}, "text/html": rendered, "text/plain": plain}
 
 
 def show_answer(text: str, **flags: Any) -> Any:  # Any: IPython's display handle (untyped)
@@ -161,15 +165,16 @@ class TurnDisplay(TurnObserver):
     def on_tool_start(self, call: ToolCall) -> None:
         self._end_segment()
         if call.name not in self.cards_for:
-            line(f"→ {call.name}({_short_input(call.input)})")
+            line(f"→ {as_shown(call.name)}({_short_input(call.input)})")
 
     def on_tool_end(self, outcome: ToolOutcome) -> None:
+        name = as_shown(outcome.call.name)
         if outcome.decision == "denied":  # the person's words; the model's are in the result
-            line(f"✘ {outcome.call.name}: not run, {denied_words(outcome.reason)}", "warn")
+            line(f"✘ {name}: not run, {as_shown(denied_words(outcome.reason))}", "warn")
         elif outcome.is_error:
-            line(f"✘ {outcome.call.name}: {_error_line(outcome.text)}", "warn")
+            line(f"✘ {name}: {as_shown(_error_line(outcome.text))}", "warn")
         elif outcome.call.name not in self.cards_for or outcome.decision in ("always", "auto"):
-            line(f"✔ {outcome.call.name} ({outcome.duration_s:.2f} s)", "ok")
+            line(f"✔ {name} ({outcome.duration_s:.2f} s)", "ok")
         if time.monotonic() - self._status_at >= STATUS_REFRESH_S:
             self._show_status(self._status())
 
@@ -224,7 +229,7 @@ class TurnDisplay(TurnObserver):
             self._text_handle.update(answer_bundle(text), raw=True)
 
     def _refresh_thinking(self) -> None:
-        body = html.escape(self._thinking)
+        body = html.escape(as_shown(self._thinking, runs=False))
         view = HTML(
             "<details class='qloop-thinking'><summary>Thinking</summary>"
             f"<pre style='white-space:pre-wrap'>{body}</pre></details>"
@@ -302,9 +307,9 @@ def _piece_end(text: str) -> int | None:
 def _short_input(value: dict[str, Any], limit: int = 80) -> str:
     # Code is shown once, by the card or the transcript: here only its size.
     text = ", ".join(
-        f"{k}=⟨{counted(len(v.splitlines()), 'line')}⟩"
+        f"{as_shown(k)}=⟨{counted(len(v.splitlines()), 'line')}⟩"
         if k == "code" and isinstance(v, str)
-        else f"{k}={json.dumps(v, ensure_ascii=False, default=str)}"
+        else f"{as_shown(k)}={as_shown(json.dumps(v, ensure_ascii=False, default=str))}"
         for k, v in value.items()
     )
     return clip(text, limit)

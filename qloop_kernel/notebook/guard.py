@@ -124,6 +124,13 @@ class StepGuard:
 
 def _tool_table(runtime: ToolRuntime) -> tuple[Any, ...]:
     return tuple(
-        (name, id(tool), tool.requires_approval, id(tool.func), tool.editable_field)
+        (
+            name,
+            id(tool),
+            tool.requires_approval,
+            id(tool.func),
+            tool.editable_field,
+            tool.always_ask,
+        )
         for name, tool in sorted(runtime.tools.items())
     )

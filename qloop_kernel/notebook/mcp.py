@@ -1,5 +1,10 @@
 """The notebook side of MCP: ``%agent mcp`` and the card that approves a project's ``.mcp.json``.
 
+``%agent mcp`` shows each connected server's tools as the model receives them (name, description,
+input schema) with every character a person cannot see marked, and flags a tool held to asking
+(its description hides characters); ``%agent mcp stderr NAME`` shows the end of what a stdio
+server wrote to stderr, redacted and marked, which never reaches a cell otherwise or the model.
+
 A server the user adds in a cell (``%agent mcp add``) is the user's own act, like any code cell.
 A project file can start processes, so it is received until the user approves it once: a card
 lists the exact commands and URLs (secrets by name only); the approval is kept by path and sha256
@@ -9,6 +14,7 @@ and the cell says so.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -17,6 +23,7 @@ from ..mcp.config import McpConfigError, ServerConfig, check_name
 from ..messages import ToolCall
 from ..policy.permissions import ApprovalRequest, Approve
 from ..redact import redact_text
+from ..visible import as_shown, bounded
 from .approval import CardApprover
 from .cell import CellContext
 from .display import line
@@ -28,7 +35,10 @@ USAGE = """\
                                             add a streamable HTTP server
 %agent mcp remove NAME | restart NAME       remove or restart a server
 %agent mcp trust NAME                       take NAME's tool hints (read-only...) as they are
-%agent mcp approve                          approve the project's .mcp.json files as they are now"""
+%agent mcp approve                          approve the project's .mcp.json files as they are now
+%agent mcp stderr NAME                      the end of what a stdio server wrote to stderr"""
+SHOWN_CHARS = 4_000  # of one tool's description or schema, as %agent mcp shows it
+STDERR_LINES = 12  # of a stopped server's stderr, shown in the listing
 
 
 def mcp_command(magics: Any, args: list[str]) -> None:
@@ -45,6 +55,8 @@ def mcp_command(magics: Any, args: list[str]) -> None:
                 _named(servers, verb, name)
             case "approve", []:
                 _approve_all(servers)
+            case "stderr", [name]:
+                print(_stderr(servers, name))
             case _:
                 raise UsageError(f"%agent mcp: usage:\n{USAGE}")
     except McpConfigError as exc:
@@ -106,16 +118,24 @@ def _approve_all(servers: Any) -> None:
         print(f"approved {project.path}:\n" + _commands(project))
 
 
+def _stderr(servers: Any, name: str) -> str:
+    if name not in servers.configured():
+        raise McpConfigError(f"no MCP server named {name!r}; see `%agent mcp`")
+    shown = servers.stderr_text(name)
+    return shown or f"MCP server {name!r} wrote nothing to stderr"
+
+
 def listing(servers: Any) -> str:
-    """Every server with its source, state and tools; project files waiting for approval."""
+    """Every server with its source, state, tools as the model receives them and the end of its
+    stderr when it stopped; project files waiting for approval."""
     lines = []
     for name, entry in servers.configured().items():
         server = servers.servers[name]
         trusted = " trusted" if servers.is_trusted(name) else ""
         lines.append(f"{name} ({entry.source}: {entry.origin}){trusted}: {_state(server)}")
-        lines.append(f"  {entry.config.shown()}")
-        if server.tools:
-            lines.append("  tools: " + ", ".join(t.name for t in server.tools))
+        lines.append(f"  {as_shown(entry.config.shown())}")
+        lines += _tool_lines(servers.adapted(name))
+        lines += _stderr_lines(servers, name, server)
     for project in servers.project_files():
         if not project.approved:
             lines.append(
@@ -125,15 +145,47 @@ def listing(servers: Any) -> str:
     return "\n".join(lines) or "no MCP servers (see `%agent mcp add` and docs/mcp.md)"
 
 
+def _tool_lines(tools: list[Any]) -> list[str]:
+    """Each tool as the model receives it: name, description and input schema, every character
+    a person cannot see marked; a tool held to asking says so first."""
+    if not tools:
+        return []
+    held = sum(1 for tool in tools if tool.always_ask is not None)
+    lines = ["  tools, as the model receives them:"]
+    if held:
+        lines.append(f"  ⚠ {held} of them asked about at every call: see the ⚠ lines below")
+    for tool in tools:
+        lines.append(f"    {tool.name}")
+        if tool.always_ask is not None:
+            lines.append(f"      ⚠ {tool.always_ask}")
+        schema = json.dumps(tool.input_schema, ensure_ascii=False, sort_keys=True)
+        for label, text in (("description", tool.description), ("input", schema)):
+            shown = bounded(as_shown(text), SHOWN_CHARS).splitlines() or [""]
+            lines += [f"      {label}: {shown[0]}", *(f"        {rest}" for rest in shown[1:])]
+    return lines
+
+
+def _stderr_lines(servers: Any, name: str, server: Any) -> list[str]:
+    """A stopped server's last stderr lines; a running one's only by the command that shows it."""
+    shown = servers.stderr_text(name)
+    if not shown:
+        return []
+    more = f"`%agent mcp stderr {name}` shows all that is kept"
+    if server.state == "connected":
+        return [f"  stderr: {more}"]
+    tail = shown.splitlines()[-STDERR_LINES:]
+    return [f"  stderr ends ({more}, redacted):", *(f"    {line}" for line in tail)]
+
+
 def _state(server: Any) -> str:
     connection = server.connection
     if connection is not None and connection.error and server.state != "connected":
-        return f"{server.state} ({redact_text(connection.error)})"
+        return f"{server.state} ({as_shown(redact_text(connection.error))})"
     return str(server.state)
 
 
 def _commands(project: Any) -> str:
-    return "\n".join(f"  {c.name}: {c.config.shown()}" for c in project.servers)
+    return "\n".join(f"  {c.name}: {as_shown(c.config.shown())}" for c in project.servers)
 
 
 def review_project_files(servers: Any, cell: CellContext) -> None:

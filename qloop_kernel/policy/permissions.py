@@ -76,6 +76,8 @@ class ApprovalRequest:
     classify: Callable[[dict[str, Any]], Assessment | None] | None = field(
         default=None, compare=False
     )
+    # Why every call of the tool is put to a person (None: the policy and grants apply as usual).
+    always_ask: str | None = None
 
     @property
     def risk(self) -> Risk | None:
@@ -98,6 +100,7 @@ class ReplayRequest:
     details: dict[str, Any] = field(default_factory=dict)
     editable_field: ClassVar[None] = None  # saved steps are approved as saved, never edited
     classify: ClassVar[None] = None
+    always_ask: ClassVar[None] = None  # a tool held to asking is never among replayed steps
 
     @property
     def risk(self) -> Risk | None:
@@ -225,13 +228,14 @@ _WRITE_HINT = "; `--approve write` also runs 'write' steps"
 
 
 def policy_approver(policy: Policy, interactive: Approver | None) -> Approver:
-    """Who answers when ``policy`` asks about a call (:class:`ApprovalPolicy` decides when it
-    asks): the interactive approver (the card) for ``ask`` and ``write``; without one, a denier
-    (``ask`` then behaves as ``readonly``)."""
+    """Who answers when the permission pipeline asks about a call (:class:`ApprovalPolicy`
+    decides when it asks): the interactive approver (the card) whenever there is one (under
+    ``auto``, ``readonly`` and ``deny`` only a call held to asking, ``always_ask``, reaches it);
+    without one, a denier (``ask`` then behaves as ``readonly``)."""
+    if interactive is not None:
+        return interactive
     if policy == "auto":
         return AutoApprover()
-    if policy in ("ask", "write") and interactive is not None:
-        return interactive
     if policy == "ask":
         return PolicyDenier(
             "readonly", HEADLESS_HINT + "; no frontend can show approval cards here"

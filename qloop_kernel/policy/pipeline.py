@@ -6,10 +6,13 @@ replay (``notebook.replay``), which come as a typed :class:`~.permissions.Replay
 outside agent's call (``server.gate``, which settles the first three stages here and asks the page
 itself, asynchronously).
 
-1. The policy gives a verdict on the request's class (run, ask, deny).
+1. The policy gives a verdict on the request's class (run, ask, deny). A request whose tool is held
+   to asking (``always_ask``: an MCP tool whose description hides characters) is asked about
+   whatever the policy would run, and denied where nobody can be asked.
 2. Provenance combines with it, never replacing it (:func:`combined_verdict`): steps received from
    elsewhere are never run by a policy or a grant alone.
-3. Grants the user gave run the request without asking when they cover every step of it.
+3. Grants the user gave run the request without asking when they cover every step of it (never a
+   request held to asking).
 4. Otherwise the approver decides (a card, the proposal bar, or a denier when nobody can click).
 """
 
@@ -42,6 +45,9 @@ RECEIVED_BLOCK = (
 )
 
 Combined = Literal["run", "ask", "deny", "received"]
+HELD_HINT = (
+    "no policy or grant runs this tool: approve each call on its card, in JupyterLab or Notebook 7"
+)
 
 
 @dataclass(frozen=True)
@@ -111,6 +117,8 @@ class PermissionPipeline:
         with no step has no class: someone is asked about the conversation it adopts."""
         steps = not isinstance(request, ReplayRequest) or bool(request.codes)
         verdict = self.policy.verdict(request.risk) if steps else "ask"
+        if request.always_ask is not None and verdict != "deny":  # held to asking a person
+            verdict = "ask" if self.policy.interactive else "deny"
         return combined_verdict(
             verdict,
             received=provenance.received,
@@ -119,7 +127,10 @@ class PermissionPipeline:
         )
 
     def covering(self, request: Request) -> tuple[Grant, ...] | None:
-        """The grants that cover every step of ``request``, or None where one is not covered."""
+        """The grants that cover every step of ``request``, or None where one is not covered (a
+        request held to asking is never covered)."""
+        if request.always_ask is not None:
+            return None
         if isinstance(request, ApprovalRequest):
             steps = [(request.call.name, request.risk)]
         else:
@@ -142,7 +153,7 @@ class PermissionPipeline:
         be asked."""
         verdict = self.verdict(request, provenance)
         if verdict == "deny":
-            return Permission(self.policy.denial(request), "policy")
+            return Permission(self.denial(request), "policy")
         if verdict == "received":
             return Permission(Deny(RECEIVED_BLOCK), "provenance")
         if verdict == "run":
@@ -152,6 +163,13 @@ class PermissionPipeline:
             if grants is not None:
                 return Permission(Approve(), "grant", grants)
         return None
+
+    def denial(self, request: Request) -> Deny:
+        """The policy's denial; for a request held to asking that the policy itself would not
+        deny, the denial of ``ask`` where nobody can click, with the reason it is held."""
+        if request.always_ask is not None and self.policy.verdict(request.risk) != "deny":
+            return ApprovalPolicy("ask", interactive=False, hint=HELD_HINT).denial(request)
+        return self.policy.denial(request)
 
     def decide(self, request: Request, provenance: Provenance = LIVE) -> Permission:
         """Decide ``request``: the policy and provenance first, then grants, then the approver."""

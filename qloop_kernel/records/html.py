@@ -12,6 +12,7 @@ import html
 import json
 
 from ..markup import code_html, markdown_html
+from ..visible import as_shown
 from .schema import CellRecord, ToolCallRecord, shown_code
 from .text import usage_line
 
@@ -23,10 +24,11 @@ RECEIVED_NOTE = (
 
 
 def to_html(record: CellRecord, *, received: bool = False) -> str:
-    """The record as sanitized HTML (model- and notebook-written text never runs)."""
+    """The record as sanitized HTML (model- and notebook-written text never runs), every
+    character a person cannot see shown as its mark."""
     head = (
         f"<b>qloop</b> · <code>{html.escape(record.status)}</code> · "
-        f"{html.escape(record.model)} · {html.escape(usage_line(record))}"
+        f"{_text(record.model)} · {html.escape(usage_line(record))}"
     )
     parts = [f"<div>{head}</div>"]
     if received:
@@ -35,18 +37,21 @@ def to_html(record: CellRecord, *, received: bool = False) -> str:
     if record.tool_calls:
         parts.append("<ol>" + "".join(_call_html(call) for call in record.tool_calls) + "</ol>")
     if record.error:
-        parts.append(f"<p><strong>Error:</strong> {html.escape(record.error)}</p>")
+        parts.append(f"<p><strong>Error:</strong> {_text(record.error)}</p>")
     return f"<div class='{TRANSCRIPT_CLASS}'>" + "".join(parts) + "</div>"
 
 
 def _call_html(call: ToolCallRecord) -> str:
     decision = call.decision.kind + (f": {call.decision.reason}" if call.decision.reason else "")
     failed = " · failed" if call.is_error else ""
-    title = f"<code>{html.escape(call.name)}</code> — {html.escape(decision + failed)}"
+    title = f"<code>{_text(call.name)}</code> — {_text(decision + failed)}"
     code = shown_code(call)
-    if code is not None:
-        body = code_html(code.rstrip())
-    else:
-        body = f"<pre><code>{html.escape(json.dumps(call.input, ensure_ascii=False))}</code></pre>"
+    shown = code.rstrip() if code is not None else json.dumps(call.input, ensure_ascii=False)
+    body = code_html(shown)
     cut = "<div><em>a secret was cut from this input when it was saved</em></div>"
     return f"<li>{title}{cut if call.input_redacted else ''}{body}</li>"
+
+
+def _text(text: str) -> str:
+    """Record text in one line of HTML: escaped, each character a person cannot see as its mark."""
+    return html.escape(as_shown(text))

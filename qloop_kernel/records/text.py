@@ -33,21 +33,23 @@ def summary_line(record: CellRecord) -> str:
 
 
 def to_markdown(record: CellRecord) -> str:
-    """A readable transcript for frontends without the qloop extension."""
-    lines = [f"**qloop** · `{record.status}` · {record.model} · {usage_line(record)}", ""]
-    lines += ["> " + line for line in record.prompt.splitlines() or [""]]
+    """A readable transcript for frontends without the qloop extension: record text is untrusted,
+    so every character a person cannot see is shown as its mark (``visible.as_shown``)."""
+    model = as_shown(record.model)
+    lines = [f"**qloop** · `{record.status}` · {model} · {usage_line(record)}", ""]
+    lines += ["> " + line for line in as_shown(record.prompt, runs=False).splitlines() or [""]]
     for index, call in enumerate(record.tool_calls, 1):
         decision = call.decision.kind + (
             f": {call.decision.reason}" if call.decision.reason else ""
         )
-        lines += ["", f"**{index}. `{call.name}`** — {decision}"]
+        lines += ["", f"**{index}. `{as_shown(call.name)}`** — {as_shown(decision)}"]
         code = shown_code(call)
         if code is not None:
             lines += ["```python", as_shown(code.rstrip()), "```"]  # as the card shows it
         else:
-            lines += ["```json", json.dumps(call.input, ensure_ascii=False), "```"]
+            lines += ["```json", as_shown(json.dumps(call.input, ensure_ascii=False)), "```"]
     if record.error:
-        lines += ["", f"**Error:** {record.error}"]
+        lines += ["", f"**Error:** {as_shown(record.error)}"]
     if record.answer:
-        lines += ["", record.answer]
+        lines += ["", as_shown(record.answer, runs=False)]
     return "\n".join(lines)

@@ -75,6 +75,9 @@ class Tool:
     classify: Callable[[dict[str, Any]], Assessment] | None = None
     replayable: bool = False
     notices: tuple[str, ...] = ()  # lines its approval card shows (an MCP tool: its server)
+    # Why every call is put to a person, whatever the policy or grants (an MCP tool whose
+    # description hides characters); None: the pipeline decides as for any tool.
+    always_ask: str | None = None
     # The input as it is decided and runs, from the model's (run_cell reads the cell's source):
     # the card, the policy and the record see what ``prepare`` returns. Raises ToolFailure.
     prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None
@@ -370,6 +373,7 @@ class ToolRuntime:
             details={"notices": list(tool.notices)} if tool.notices else {},
             assessment=tool.assessment(input),
             classify=tool.assessment if tool.classify is not None else None,
+            always_ask=tool.always_ask,
         )
 
     def pipeline(self) -> PermissionPipeline:
