@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import gc
 import hashlib
 import math
@@ -37,6 +38,7 @@ from functools import lru_cache
 from itertools import islice
 from typing import Any, Literal, Protocol
 
+from .arrow_content import UnreadableArrow, content_bytes
 from .summaries import (
     bounded_repr,
     is_dataframe,
@@ -46,11 +48,12 @@ from .summaries import (
     shape_of,
 )
 from .summaries.arrow import is_arrow_array, is_arrow_table
-from .summaries.common import is_lazy_like
+from .summaries.common import instance_of, is_lazy_like, libraries_of
 from .summaries.device import device_array, host_sample, is_device_array
 from .summaries.lazy import _metadata, is_dask_frame, is_polars_lazyframe, is_spark_frame
 from .summaries.numpy import is_file_backed, page_sample
 from .summaries.polars import is_polars_frame, is_polars_series
+from .summaries.xarray import is_data_array, is_dataset
 
 HASH_CELLS = 100_000  # cells (rows × columns, or elements) behind the hash of big data
 PYTHON_CELLS = 5_000  # the same for cells hashed one by one (object and string columns, Arrow)
@@ -63,6 +66,8 @@ SHOWN_COLUMNS = 3  # column changes named in one line before "and N more"
 HASH_COLUMNS = 100  # columns of a wide frame behind its hash, evenly spaced
 VALUE_TIME_S = 0.02  # CPU seconds hashing (or sizing, for undo) one value may take: "not tracked"
 CHECK_EVERY = 256  # walked items between two looks at the clock
+CELL_ELEMENTS = 1_000  # elements of an array held in an object cell behind its hash
+CHECK_CELLS = 16  # object cells made into texts between two looks at the clock
 
 ChangeKind = Literal["created", "changed", "deleted"]
 _SCALARS = (int, float, complex, bool, type(None))
@@ -177,6 +182,8 @@ def spread(length: int, count: int) -> list[int]:
 
 
 _CELL_BY_CELL = ("object", "str", "string")  # dtypes whose cells pandas hashes one by one
+_TEXT, _OBJECTS, _ARROW, _EXTENSION = "text", "objects", "arrow", "extension"  # column kinds
+CHUNK_CELLS = 256  # object cells hashed between two looks at the clock
 
 
 def dtype_text(dtype: Any) -> str:
@@ -192,46 +199,152 @@ def _dtype_text(dtype: Any) -> str:
     return str(dtype)
 
 
-def _pandas_column_hash(column: Any) -> bytes:
-    """A hash of one sampled column; cells pandas cannot hash (lists, Arrow nested) by their repr."""
+# Any: a numpy dtype, or one of the kinds named above
+def _column_kind(dtype: Any) -> Any:
+    """How a column's cells are hashed: a numeric numpy dtype (one block per dtype), object
+    cells and strings (pandas hashes them one by one, in one block), Arrow-backed columns (from
+    their buffers), other extension types (by pandas, a column at a time)."""
+    import numpy as np
+
+    if isinstance(dtype, np.dtype) and dtype.kind in "biufcmM":
+        return dtype
+    text = dtype_text(dtype)
+    if text == "object":
+        return _OBJECTS
+    if text in _CELL_BY_CELL:
+        return _TEXT
+    return _ARROW if instance_of(dtype, "pandas", "ArrowDtype") else _EXTENSION
+
+
+def _pandas_column_hash(column: Any, limit: TimeLimit) -> bytes:
+    """A hash of one sampled column (or Index), made as pandas' ``hash_pandas_object`` makes it
+    where that reads no user code in bounded time: object cells a few at a time, Arrow-backed
+    columns from their buffers."""
     import pandas as pd
 
+    kind = _column_kind(column.dtype)
+    if kind is _OBJECTS and not instance_of(column, "pandas", "MultiIndex"):
+        return _object_cells(column.to_numpy(dtype=object), limit, categorize=True)
+    if kind is _ARROW:
+        return _arrow_column(column, limit)
     try:
         return bytes(pd.util.hash_pandas_object(column, index=False).to_numpy().tobytes())
-    except Exception:  # unhashable cells; Arrow types without a hash kernel
-        return repr(column.tolist()).encode("utf-8", "replace")
+    except Exception:  # a type without a hash: its cells as Python objects
+        return _object_cells(column.to_numpy(dtype=object), limit, categorize=True)
+
+
+def _arrow_column(column: Any, limit: TimeLimit) -> bytes:
+    """An Arrow-backed column's sampled cells, from its buffers (a type they cannot be read from:
+    its rows as Python values, a few at a time)."""
+    chunked = column.array.__arrow_array__()
+    try:
+        return _digest(*content_bytes(chunked, limit.check)).encode()
+    except UnreadableArrow:
+        parts = []
+        for start in range(0, len(chunked), CHUNK_CELLS):
+            parts.append(_walk_digest(chunked.slice(start, CHUNK_CELLS).to_pylist(), limit)[0])
+            limit.check()
+        return "".join(parts).encode()
 
 
 def _pandas_cells(sample: Any, frame: bool, limit: TimeLimit) -> list[bytes]:
-    """Hashes of the sampled cells: numeric columns as one block per dtype, the others together
-    (pandas hashes those cell by cell), each column alone where that fails."""
+    """Hashes of the sampled cells: numeric columns as one block per dtype, object and string
+    columns together (pandas hashes those cell by cell), Arrow-backed and other extension
+    columns one by one."""
     import numpy as np
-    import pandas as pd
 
     if not frame:
-        return [_pandas_column_hash(sample)]
-    groups: dict[Any, list[int]] = {}  # numeric dtypes; "object" columns; None: the others
+        return [_pandas_column_hash(sample, limit)]
+    groups: dict[Any, list[int]] = {}  # by _column_kind, in the order of the columns
     for position, dtype in enumerate(sample.dtypes):
-        numeric = isinstance(dtype, np.dtype) and dtype.kind in "biufcmM"
-        key = dtype if numeric else "object" if dtype_text(dtype) == "object" else None
-        groups.setdefault(key, []).append(position)
+        groups.setdefault(_column_kind(dtype), []).append(position)
     parts = []
-    for dtype, positions in groups.items():
+    for kind, positions in groups.items():
         block = sample.iloc[:, positions]
-        if dtype not in (None, "object"):
+        if isinstance(kind, np.dtype):
             parts.append(np.ascontiguousarray(block.to_numpy()).tobytes())
-            continue
-        try:
-            cells = block.to_numpy(dtype=object)
-        except Exception:  # an extension type without object conversion: column by column
-            parts += [_pandas_column_hash(column) for _, column in block.items()]
-            continue
-        try:
-            parts.append(pd.util.hash_array(cells.ravel(), categorize=False).tobytes())
-        except Exception:  # unhashable cells (lists, tuples, dicts): by their repr
-            parts.append(repr(cells.tolist()).encode("utf-8", "replace"))
+        elif kind is _TEXT or kind is _OBJECTS:
+            parts.append(_object_cells(block.to_numpy(dtype=object).ravel(), limit))
+        else:
+            parts += [_pandas_column_hash(column, limit) for _, column in block.items()]
         limit.check()
     return parts
+
+
+def _object_cells(cells: Any, limit: TimeLimit, *, categorize: bool = False) -> bytes:
+    """pandas' hashes of a flat array of object cells, ``CHUNK_CELLS`` at a time (the limit is
+    looked at between them). Cells of other than scalar types (containers, arrays, a notebook's
+    own classes) are hashed by a text made without running their code (:func:`_cell_text`)."""
+    import pandas as pd
+
+    if not all(map(_scalar_cell, set(map(type, cells)))):
+        cells = _cell_texts(cells, limit)
+    parts = []
+    for start in range(0, len(cells), CHUNK_CELLS):
+        chunk = cells[start : start + CHUNK_CELLS]
+        parts.append(pd.util.hash_array(chunk, categorize=categorize).tobytes())
+        limit.check()
+    return b"".join(parts)
+
+
+_CELL_LIBRARIES = frozenset({"builtins", "numpy", "pandas", "datetime", "decimal", "fractions"})
+
+
+def _class_of(value: object) -> type:
+    """``type(value)``, as a key of the caches by class."""
+    return type(value)
+
+
+@lru_cache(maxsize=256)
+def _scalar_cell(cls: type) -> bool:
+    """Whether pandas may hash a cell of class ``cls`` as it does (``str()`` of it): a scalar of
+    Python, numpy, pandas, datetime or decimal, no subclass of it from elsewhere."""
+    scalar = issubclass(cls, str | bytes) or not hasattr(cls, "__len__")
+    return scalar and libraries_of(cls) <= _CELL_LIBRARIES
+
+
+# Any: a numpy object array (numpy is not imported at module level)
+def _cell_texts(cells: Any, limit: TimeLimit) -> Any:
+    """``cells`` with those of other than scalar types as :func:`_cell_text` (the limit is looked
+    at every ``CHECK_CELLS`` cells)."""
+    import numpy as np
+
+    texts = np.empty(len(cells), dtype=object)
+    for position, cell in enumerate(cells):
+        if not position % CHECK_CELLS:
+            limit.check()
+        texts[position] = cell if _scalar_cell(_class_of(cell)) else _cell_text(cell, limit)
+    return texts
+
+
+@lru_cache(maxsize=256)
+def _cell_class(cls: type) -> tuple[str, bool]:
+    """The qualified name of a cell's class, and whether it is a numpy array."""
+    import numpy as np
+
+    return qualified_name(cls), issubclass(cls, np.ndarray)
+
+
+def _cell_text(cell: object, limit: TimeLimit) -> str:
+    """A cell pandas would hash by its ``str()``, as a text made without its own code: a short
+    list or tuple of scalars by the built-in repr, another container by a bounded walk, an
+    array by a sample of its bytes, another object by its class and attributes."""
+    kind, array = _cell_class(_class_of(cell))
+    if type(cell) in (list, tuple) and _scalars_only(cell):  # type: ignore[arg-type]
+        return repr(cell)
+    if isinstance(cell, (dict, *_CONTAINERS)):
+        return f"<{kind} {_walk_digest(cell, limit)[0]}>"
+    if array:
+        return f"<{kind} {_array_digest(cell, CELL_ELEMENTS)[0]}>"
+    attributes = _instance_dict(cell)
+    state = _state(_class_of(cell), attributes) if attributes is not None else []
+    return f"<{kind} " + ", ".join(f"{k}={_kind_of(v)}" for k, v in state) + ">"
+
+
+def _scalars_only(items: list[Any] | tuple[Any, ...]) -> bool:
+    """Whether ``items`` holds at most ``CELL_ELEMENTS`` plain scalars and strings (whose repr is
+    Python's own)."""
+    return len(items) <= CELL_ELEMENTS and all(type(item) in _SCALAR_TYPES for item in items)
 
 
 def _pandas_print(value: Any, limit: TimeLimit) -> ValuePrint:
@@ -248,13 +361,8 @@ def _pandas_print(value: Any, limit: TimeLimit) -> ValuePrint:
     step = _step(length, cells // max(len(positions), 1))
     sample = value.iloc[::step, positions] if frame else value.iloc[::step]
     parts = _pandas_cells(sample, frame, limit)
-    try:
-        parts.append(pd.util.hash_pandas_object(sample.index).to_numpy().tobytes())
-        names = pd.util.hash_pandas_object(value.columns if frame else pd.Index([value.name]))
-        parts.append(names.to_numpy().tobytes())
-    except Exception:
-        parts.append(repr(sample.index.tolist()).encode("utf-8", "replace"))
-        parts.append(repr(list(value.columns) if frame else value.name).encode("utf-8", "replace"))
+    parts.append(_pandas_column_hash(sample.index, limit))
+    parts.append(_pandas_column_hash(value.columns if frame else pd.Index([value.name]), limit))
     if frame:
         parts.append(repr([dtype_text(d) for d in sampled_dtypes]).encode())
     columns = (
@@ -272,18 +380,30 @@ def _pandas_print(value: Any, limit: TimeLimit) -> ValuePrint:
     )
 
 
-def _numpy_print(value: Any, limit: TimeLimit) -> ValuePrint:
+def _array_digest(value: Any, cells: int) -> tuple[str, int]:
+    """A hash of ``cells`` evenly spaced elements of a numpy array (a few contiguous pages of a
+    file-backed one), and the step between them; "" for an empty or object array."""
     import numpy as np
 
+    step = _step(value.size, cells)
+    if value.dtype.hasobject or not value.size:
+        return "", step
+    if is_file_backed(value):  # a few contiguous pages, not every page of the file
+        sample = np.ascontiguousarray(page_sample(value, cells))
+    else:
+        sample = np.ascontiguousarray(value.flat[np.arange(0, value.size, step)])
+    return _digest(sample.tobytes(), str(value.shape).encode(), str(value.dtype).encode()), step
 
-    hashed = ""
-    step = _step(value.size, HASH_CELLS)
-    if not value.dtype.hasobject and value.size:
-        if is_file_backed(value):  # a few contiguous pages, not every page of the file
-            sample = np.ascontiguousarray(page_sample(value, HASH_CELLS))
-        else:
-            sample = np.ascontiguousarray(value.flat[np.arange(0, value.size, step)])
-        hashed = _digest(sample.tobytes(), str(value.shape).encode(), str(value.dtype).encode())
+
+def _numpy_print(value: Any, limit: TimeLimit, share: int = 1) -> ValuePrint:
+    import numpy as np
+
+    if value.dtype.hasobject and value.size:  # Python objects: as pandas hashes object cells
+        step = _step(value.size, PYTHON_CELLS // share)
+        cells = _object_cells(value.flat[np.arange(0, value.size, step)], limit)
+        hashed = _digest(cells, str(value.shape).encode(), str(value.dtype).encode())
+    else:
+        hashed, step = _array_digest(value, HASH_CELLS // share)
     return ValuePrint(
         qualified_name(type(value)), shape=tuple(value.shape), dtype=str(value.dtype), hash=hashed,
         sampled=step > 1,
@@ -337,7 +457,7 @@ def _arrow_print(value: Any, limit: TimeLimit) -> ValuePrint:
     width = value.num_columns if table else 1
     step = _step(length, PYTHON_CELLS // max(width, 1))
     sample = value.take(list(range(0, length, step)))
-    rows = sample.to_pylist()
+    rows = _rows_text(sample, limit)
     schema = value.schema if table else None
     columns = tuple((f.name, str(f.type)) for f in list(schema)[:MAX_COLUMNS]) if schema else ()
     return ValuePrint(
@@ -345,9 +465,84 @@ def _arrow_print(value: Any, limit: TimeLimit) -> ValuePrint:
         shape=(length, width) if table else (length,),
         columns=columns,
         dtype="" if table else str(value.type),
-        hash=_digest(repr(rows).encode("utf-8", "replace"), repr(columns).encode()),
+        hash=_digest(rows.encode("utf-8", "replace"), repr(columns).encode()),
         sampled=step > 1,
     )
+
+
+def _rows_text(sample: Any, limit: TimeLimit) -> str:
+    """``repr(sample.to_pylist())`` of an Arrow table or array, made ``CHUNK_CELLS`` rows at a
+    time (the limit is looked at between them)."""
+    texts: list[str] = []
+    for start in range(0, len(sample), CHUNK_CELLS):
+        texts += map(repr, sample.slice(start, CHUNK_CELLS).to_pylist())
+        limit.check()
+    return "[" + ", ".join(texts) + "]"
+
+
+def _is_index(value: object) -> bool:
+    return instance_of(value, "pandas", "Index")
+
+
+def _is_extension_array(value: object) -> bool:
+    return instance_of(value, "pandas.api.extensions", "ExtensionArray")
+
+
+def _index_print(value: Any, limit: TimeLimit, share: int = 1) -> ValuePrint:
+    """A pandas Index of any kind, or an extension array (Categorical, ArrowExtensionArray): a
+    hash of its sampled values and names, never of the caches that reading it fills."""
+    import pandas as pd
+
+    index = _is_index(value)
+    levels = value.nlevels if index else 1
+    by_cell = levels == 1 and dtype_text(value.dtype) in _CELL_BY_CELL
+    cells = (PYTHON_CELLS if by_cell else HASH_CELLS) // (levels * share)
+    step = _step(len(value), cells)
+    sample = value[::step] if index else pd.Series(value[::step], copy=False)
+    names = _walk_digest(list(value.names) if index else [], limit)[0]
+    hashed = _digest(_pandas_column_hash(sample, limit), names.encode(), str(len(value)).encode())
+    return ValuePrint(
+        qualified_name(type(value)), shape=(len(value),), dtype=dtype_text(value.dtype),
+        hash=hashed, sampled=step > 1,
+    )  # fmt: skip
+
+
+def _xarray_print(value: Any, limit: TimeLimit) -> ValuePrint:
+    """An xarray DataArray or Dataset: dims, dtypes and a hash of the sampled values of the
+    variables held in memory (data in dask, or in a file not loaded yet, is never read)."""
+    dataset = is_dataset(value)
+    every = list(value.variables.items() if dataset else value.coords.variables.items())
+    if not dataset:
+        every.insert(0, (value.name, value.variable))
+    variables = every[:HASH_COLUMNS]
+    parts, sampled = [], False
+    for name, variable in variables:
+        hashed, cut = _variable_digest(variable, limit, len(variables))
+        shape = str(variable.shape) + dtype_text(variable.dtype)
+        parts += [_walk_digest([name, *variable.dims])[0].encode(), shape.encode(), hashed.encode()]
+        sampled = sampled or cut
+        limit.check()
+    kept = islice(value.data_vars.items(), MAX_COLUMNS) if dataset else ()
+    return ValuePrint(
+        qualified_name(type(value)), shape=None if dataset else tuple(value.shape),
+        columns=tuple((str(k), dtype_text(v.dtype)) for k, v in kept),
+        dtype="" if dataset else dtype_text(value.dtype),
+        hash=_digest(*parts), sampled=sampled or len(variables) < len(every),
+    )  # fmt: skip
+
+
+def _variable_digest(variable: Any, limit: TimeLimit, share: int) -> tuple[str, bool]:
+    """The hash of one xarray variable's values, and whether it was sampled; "not loaded" for
+    data in dask or in a file (``Variable.data`` would load it: the wrapped array is read)."""
+    data = getattr(variable, "_data", None)
+    index = getattr(data, "array", None)
+    if _is_index(index):
+        found = _index_print(index, limit, share)
+    elif is_ndarray(data):
+        found = _numpy_print(data, limit, share)
+    else:
+        return "not loaded", False
+    return found.hash, found.sampled
 
 
 def _lazy_print(value: Any) -> ValuePrint:
@@ -375,6 +570,39 @@ _CONTAINERS = (list, tuple, set, frozenset, deque)
 
 
 _SCALAR_TYPES = (str, bytes, int, float, complex, bool, type(None))
+_REPR_BASES = (bool, int, float, complex, str, bytes)  # bool before int: its subclass
+
+
+def _scalar_text(value: object) -> str:
+    """``repr`` of a scalar or string by its built-in class: a subclass's own ``__repr__`` (a
+    notebook's code) is not run."""
+    if type(value) in _SCALAR_TYPES:
+        return repr(value)
+    base = next((b for b in _REPR_BASES if isinstance(value, b)), object)
+    return str(base.__repr__(value))
+
+
+def _exact(value: str | bytes) -> str | bytes:
+    """``value`` as a plain str or bytes (a copy made by the built-in class, none of a
+    subclass's methods run)."""
+    if type(value) in (str, bytes):
+        return value
+    base: Any = str if isinstance(value, str) else bytes
+    return base.__getitem__(value, slice(None))  # type: ignore[no-any-return]
+
+
+def _library_attribute(cls: type, name: str) -> bool:
+    """Whether attribute ``name`` of ``cls`` is defined by a library (not by the notebook's own
+    classes, whose properties are their code and are never run to read a value)."""
+    for owner in cls.__mro__:
+        if name in vars(owner):
+            return str(getattr(owner, "__module__", "")).partition(".")[0] not in ("__main__", "")
+    return False
+
+
+def _shape(value: object) -> tuple[int, ...] | None:
+    """The ``shape`` of a library's array-like object; None for others and the notebook's own."""
+    return shape_of(value) if _library_attribute(type(value), "shape") else None
 
 
 # Any: a class whose methods are called unbound on ``item`` (a union of classes rejects that)
@@ -397,7 +625,7 @@ def _container_items(item: Any) -> list[Any]:
 
 
 def _order_key(item: object) -> str:
-    return repr(item) if isinstance(item, _SCALAR_TYPES) else qualified_name(type(item))
+    return _scalar_text(item) if isinstance(item, _SCALAR_TYPES) else qualified_name(type(item))
 
 
 def _walk_digest(value: object, limit: TimeLimit | None = None) -> tuple[str, bool]:
@@ -421,10 +649,10 @@ def _walk_digest(value: object, limit: TimeLimit | None = None) -> tuple[str, bo
         elif isinstance(item, _CONTAINERS):
             hasher.update(b"[%d" % _length(item))
             stack.extend(reversed(_container_items(item)))
-        elif isinstance(item, str | bytes | int | float | complex | bool | type(None)):
-            hasher.update(repr(item)[: 2 * HASH_BYTES].encode("utf-8", "replace"))
+        elif isinstance(item, _SCALAR_TYPES):
+            hasher.update(_scalar_text(item)[: 2 * HASH_BYTES].encode("utf-8", "replace"))
         else:
-            hasher.update(f"<{qualified_name(type(item))} {shape_of(item)}>".encode())
+            hasher.update(f"<{qualified_name(type(item))} {_shape(item)}>".encode())
     hasher.update(b"+" if stack else b".")  # a container cut at the node budget says so
     return hasher.hexdigest()[:16], bool(stack)
 
@@ -432,14 +660,15 @@ def _walk_digest(value: object, limit: TimeLimit | None = None) -> tuple[str, bo
 def _plain_print(value: object, limit: TimeLimit) -> ValuePrint:
     kind = qualified_name(type(value))
     if isinstance(value, _SCALARS):
-        text = repr(value)
+        text = _scalar_text(value)
         shown = text if len(text) <= VALUE_CHARS else ""
         return ValuePrint(kind, value=shown, hash=_digest(text.encode()))
     if isinstance(value, str | bytes):
-        raw = value.encode("utf-8", "replace") if isinstance(value, str) else value
+        plain = _exact(value)
+        raw = plain.encode("utf-8", "replace") if isinstance(plain, str) else plain
         ends = raw if len(raw) <= 2 * HASH_BYTES else raw[:HASH_BYTES] + raw[-HASH_BYTES:]
-        shown = repr(value) if len(value) <= VALUE_CHARS else ""
-        return ValuePrint(kind, length=len(value), value=shown, hash=_digest(ends))
+        shown = repr(plain) if len(plain) <= VALUE_CHARS else ""
+        return ValuePrint(kind, length=len(plain), value=shown, hash=_digest(ends))
     if isinstance(value, (dict, *_CONTAINERS)):
         hashed, cut = _walk_digest(value, limit)
         return ValuePrint(kind, length=_length(value), hash=hashed, identity=id(value), sampled=cut)
@@ -448,31 +677,84 @@ def _plain_print(value: object, limit: TimeLimit) -> ValuePrint:
 
 def _object_print(value: object, limit: TimeLimit) -> ValuePrint:
     """Other objects: shape if any, and a hash of their attributes (containers by a bounded walk)."""
-    kind = qualified_name(type(value))
-    shape = shape_of(value)
-    attributes = getattr(value, "__dict__", None)
-    hashed, cut = "", False
-    if isinstance(attributes, dict) and not isinstance(value, type | types.ModuleType):
-        kinds = {str(k): _kind_of(v) for k, v in islice(attributes.items(), 500)}
-        hashed, cut = _walk_digest(kinds, limit)
-        containers = [
-            v for v in islice(attributes.values(), 500) if isinstance(v, (dict, *_CONTAINERS))
-        ]
-        if containers:
-            inner, inner_cut = _walk_digest(containers, limit)
-            hashed, cut = _digest(hashed.encode(), inner.encode()), cut or inner_cut
+    shape = _shape(value)
+    hashed, cut = _attributes_digest(value, limit)
     return ValuePrint(
-        kind, shape=tuple(shape) if shape is not None else None, hash=hashed, identity=id(value),
-        sampled=cut,
+        qualified_name(type(value)), shape=tuple(shape) if shape is not None else None,
+        hash=hashed, identity=id(value), sampled=cut,
     )  # fmt: skip
+
+
+def _attributes_digest(value: object, limit: TimeLimit) -> tuple[str, bool]:
+    """A hash of an object's attributes, caches left out (containers by a bounded walk), and
+    whether a walk was cut; "" for an object without an attribute dict, a class or a module."""
+    attributes = _instance_dict(value)
+    if attributes is None or isinstance(value, type | types.ModuleType):
+        return "", False
+    state = _state(_class_of(value), attributes)
+    hashed, cut = _walk_digest({k: _kind_of(v) for k, v in state}, limit)
+    containers = [v for _, v in state if isinstance(v, (dict, *_CONTAINERS))]
+    if containers:
+        inner, inner_cut = _walk_digest(containers, limit)
+        hashed, cut = _digest(hashed.encode(), inner.encode()), cut or inner_cut
+    return hashed, cut
+
+
+def _instance_dict(value: object) -> dict[str, Any] | None:
+    """The attribute dict of ``value``, read by the interpreter's own descriptor: no property,
+    ``__getattr__`` or ``__getattribute__`` of its class runs (None when it has none)."""
+    slot = _dict_slot(_class_of(value))
+    found = slot.__get__(value, type(value)) if slot is not None else None
+    return found if isinstance(found, dict) else None
+
+
+@lru_cache(maxsize=512)
+# Any: the interpreter's getset descriptor (types.GetSetDescriptorType has no typed __get__)
+def _dict_slot(cls: type) -> Any:
+    """The interpreter's ``__dict__`` descriptor of ``cls`` (None when a class in its MRO defines
+    ``__dict__`` itself, or it has none)."""
+    for owner in cls.__mro__:
+        slot = vars(owner).get("__dict__")
+        if slot is not None:
+            return slot if isinstance(slot, types.GetSetDescriptorType) else None
+    return None
+
+
+def _state(cls: type, attributes: dict[str, Any]) -> list[tuple[str, Any]]:
+    """An object's attributes but its caches: what a cached property stored, and attributes
+    named as caches (pandas' ``_cache``, ``_item_cache``), which reading the object fills."""
+    cached = _cached_names(cls)
+    return [
+        (key, inner)
+        for key, inner in islice(dict.items(attributes), 500)
+        if type(key) is str and key not in cached and "cache" not in key.lower()
+    ]
+
+
+_CACHING_DESCRIPTORS = frozenset({
+    "cached_property", "cache_readonly", "cachedproperty", "lazyproperty", "lazy_property", "reify",
+})  # fmt: skip
+
+
+@lru_cache(maxsize=512)
+def _cached_names(cls: type) -> frozenset[str]:
+    """Attributes of ``cls`` computed on first read and stored on the instance under their name
+    (``functools.cached_property`` and the libraries' own kinds of it)."""
+    return frozenset(
+        name
+        for owner in cls.__mro__
+        for name, attribute in vars(owner).items()
+        if type(attribute).__name__.lower() in _CACHING_DESCRIPTORS
+        or isinstance(attribute, functools.cached_property)
+    )
 
 
 def _kind_of(value: object) -> str:
     if isinstance(value, (*_SCALARS, str)):
-        return repr(value)[:200]
+        return _scalar_text(value)[:200]
     if isinstance(value, (dict, *_CONTAINERS)):
         return f"{qualified_name(type(value))} len {_length(value)}"
-    return f"{qualified_name(type(value))} {shape_of(value)}"
+    return f"{qualified_name(type(value))} {_shape(value)}"
 
 
 _READERS: list[tuple[Callable[[object], bool], Callable[[Any, TimeLimit], ValuePrint]]] = [
@@ -481,6 +763,8 @@ _READERS: list[tuple[Callable[[object], bool], Callable[[Any, TimeLimit], ValueP
     (lambda v: is_polars_frame(v) or is_polars_series(v), _polars_print),
     (lambda v: is_arrow_table(v) or is_arrow_array(v), _arrow_print),
     (is_device_array, _device_print),
+    (lambda v: _is_index(v) or _is_extension_array(v), _index_print),
+    (lambda v: is_data_array(v) or is_dataset(v), _xarray_print),
 ]
 
 
@@ -515,7 +799,7 @@ def _read(value: object, limit: TimeLimit) -> ValuePrint:
 
 def _untracked(value: object) -> ValuePrint:
     """The print of a value whose content took too long to read: what its metadata says."""
-    shape = shape_of(value)
+    shape = _shape(value)
     length = _length(value) if isinstance(value, (dict, *_CONTAINERS)) else None
     columns: tuple[tuple[str, str], ...] = ()
     dtype = ""
@@ -523,7 +807,7 @@ def _untracked(value: object) -> ValuePrint:
         if is_dataframe(value):
             dtypes = value.dtypes.iloc[:MAX_COLUMNS]  # type: ignore[attr-defined]
             columns = tuple((str(k), str(v)) for k, v in dtypes.items())
-        elif shape is not None and hasattr(type(value), "dtype"):
+        elif shape is not None and _library_attribute(type(value), "dtype"):
             dtype = str(value.dtype)  # type: ignore[attr-defined]
     except Exception:  # metadata that cannot be read: the type and shape alone
         pass
@@ -577,11 +861,13 @@ def _record_type(value: object) -> str:
 
 
 def _record_shape(value: object) -> str:
-    shape = shape_of(value)
+    shape = _shape(value)
     if shape is not None:
         return "×".join(str(dim) for dim in shape)
-    if isinstance(value, str | bytes | list | tuple | dict | set | frozenset):
-        return f"len {len(value)}"
+    if isinstance(value, str | bytes):
+        return f"len {len(_exact(value))}"
+    if isinstance(value, list | tuple | dict | set | frozenset):
+        return f"len {_length(value)}"
     return ""
 
 
@@ -590,7 +876,7 @@ def _record_dtypes(value: object) -> str:
     try:
         if dtypes is not None and _record_type(value).startswith("pandas."):
             return ", ".join(f"{k}:{v}" for k, v in value.dtypes.items())[:400]  # type: ignore[attr-defined]
-        dtype = getattr(value, "dtype", None) if hasattr(type(value), "dtype") else None
+        dtype = value.dtype if _library_attribute(type(value), "dtype") else None  # type: ignore[attr-defined]
         return str(dtype)[:100] if dtype is not None else ""
     except Exception:
         return ""
@@ -601,12 +887,12 @@ def record_hash(value: object) -> str:
     not cheap."""
     try:
         if isinstance(value, _SCALARS):
-            return _digest(repr(value).encode(), framed=False)
-        if isinstance(value, str):
-            head = value[:RECORD_HASH_BYTES].encode("utf-8", "replace")
-            return _digest(head, str(len(value)).encode(), framed=False)
-        if isinstance(value, bytes):
-            return _digest(value[:RECORD_HASH_BYTES], str(len(value)).encode(), framed=False)
+            return _digest(_scalar_text(value).encode(), framed=False)
+        if isinstance(value, str | bytes):
+            plain = _exact(value)
+            head = plain[:RECORD_HASH_BYTES]
+            raw = head.encode("utf-8", "replace") if isinstance(head, str) else head
+            return _digest(raw, str(len(plain)).encode(), framed=False)
         if is_lazy_like(value):
             return ""
         name = _record_type(value)
@@ -614,7 +900,7 @@ def record_hash(value: object) -> str:
             return _record_pandas_hash(value)
         if name == "numpy.ndarray":
             return _record_numpy_hash(value)
-        if isinstance(value, list | tuple | dict | set | frozenset) and len(value) <= 1_000:
+        if isinstance(value, list | tuple | dict | set | frozenset) and _length(value) <= 1_000:
             text = bounded_repr(value, limit=20_000)
             return _digest(text.encode("utf-8", "replace"), framed=False)
     except Exception:  # a value that cannot be hashed is described by type and shape alone
