@@ -229,6 +229,46 @@ def shown(cell: Any) -> str:
     )
 
 
+def test_agent_context_under_qloop_run_counts_the_request_the_next_agent_cell_sends(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nb = headless_notebook([
+        "%load_ext qloop_kernel\nx = 41\ny = [1, 2]",
+        "%agent context --with x --with y",  # --with twice: still a command, no model call
+        "%agent context",
+        "%%agent\nHi",
+    ])  # fmt: skip
+    with StandInAPI([Reply([text("Fine.")])]) as api:
+        for name, value in {**api.environment(), **context_env(project)}.items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.delenv("JPY_SESSION_NAME")
+        AgentNotebookClient(nb, progress=io.StringIO(), timeout=120,
+                            resources={"metadata": {"path": str(project / "nb")}}).execute()  # fmt: skip
+        requests = list(api.requests)
+    assert len(requests) == 1  # the agent cell's: neither %agent context called the model
+    attached = shown(nb.cells[1])
+    assert "attached (before the prompt):" in attached
+    assert "variable x" in attached and "variable y" in attached
+    view, body = shown(nb.cells[2]), requests[0].body
+    tools = body["tools"]
+    assert {"read_notebook", "add_cell", "edit_cell", "run_cell"} <= {t["name"] for t in tools}
+    assert f"tools: {len(tools)} (" in view
+    for tool in tools:
+        plain = {k: v for k, v in tool.items() if k != "cache_control"}
+        size = len(json.dumps(plain, separators=(",", ":"), ensure_ascii=False))
+        assert f"  {tool['name']}: {size:,} characters" in view
+    system = system_text(requests[0])
+    assert f"system prompt: {len(system):,} characters" in view
+    assert "cache_control" in body["system"][-1]  # the request's prefix is long enough to cache
+    assert "the tools and system prompt end in a cache breakpoint" in view
+    # The estimate is of the request as sent, less the prompt's message.
+    sent = {"tools": tools, "system": body["system"], "messages": body["messages"][:-1]}
+    plain = json.loads(json.dumps(sent), object_hook=lambda d: {k: v for k, v in d.items()
+                                                                 if k != "cache_control"})  # fmt: skip
+    tokens = len(json.dumps(plain, separators=(",", ":"), ensure_ascii=False)) // 4
+    assert f"first request: ~{tokens:,} input tokens besides the prompt" in view
+
+
 def test_headless_an_unapproved_project_file_is_skipped_unless_configured_and_drift_is_told(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

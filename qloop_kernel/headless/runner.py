@@ -108,7 +108,9 @@ class SendsCellMetadata:
     def _before_cell(self, cell: Any, cell_index: int) -> None:
         self.cell_index, self._last_step = cell_index, None
         self._metadata = {**dict(cell.metadata), "cellId": cell.get("id"), "qloopHeadless": True}
-        if is_agent_source(cell.source):  # what read_notebook answers: the notebook as it is now
+        if is_agent_source(cell.source) or shows_context(cell.source):
+            # what read_notebook answers: the notebook as it is now (`%agent context` counts
+            # the tools an agent cell gets from it)
             view = notebook_view(self.nb.cells, path=self.notebook_path)
             self._metadata[NOTEBOOK_VIEW_KEY] = view
             # what run_cell runs: each cell's type and whole source
@@ -313,6 +315,11 @@ class AgentNotebookClient(SendsCellMetadata, NotebookClient):
 
 def is_agent_source(source: str) -> bool:
     return source.lstrip().startswith("%%agent")
+
+
+def shows_context(source: str) -> bool:
+    """A cell with ``%agent context``: it shows what an agent cell's request would hold."""
+    return any(line.split()[:2] == ["%agent", "context"] for line in source.splitlines())
 
 
 def step_line(msg: dict[str, Any]) -> str | None:

@@ -151,11 +151,13 @@ CONTEXT_USAGE = "usage: %agent context [full] [--with ITEM[,ITEM...]]"
 
 
 def next_turn_view(agent: Any, words: list[str]) -> str:
-    """``%agent context``: what the next turn's first request holds besides the prompt."""
+    """``%agent context``: what the next turn's first request holds besides the prompt; no
+    model is called."""
     full, items = _context_words(words)
     settings = agent.manager.settings
+    cell = current_cell(agent.shell)
     context = TurnContext(
-        rules=rules_for(agent, current_cell(agent.shell), ask=False),
+        rules=rules_for(agent, cell, ask=False),
         attachments=attachments_for(agent, items),
     )
     manager = agent.manager
@@ -163,7 +165,7 @@ def next_turn_view(agent: Any, words: list[str]) -> str:
     system = context.system(manager.system_prompt)
     opening = [b for a in context.attachments for b in a.blocks]
     estimate = estimate_request(
-        settings.model, system=system, tools=[t.schema() for t in agent.tools(settings)],
+        settings.model, system=system, tools=turn_schemas(agent, settings, cell),
         messages=[*history, *([{"role": "user", "content": opening}] if opening else [])],
         max_tokens=settings.max_output_tokens, price=_price(settings),
     )  # fmt: skip
@@ -177,6 +179,14 @@ def next_turn_view(agent: Any, words: list[str]) -> str:
     if full:
         lines += ["", "system prompt as sent:", estimate.system_text]
     return "\n".join(lines)
+
+
+def turn_schemas(agent: Any, settings: Settings, cell: CellContext) -> list[dict[str, Any]]:
+    """The tools a turn run in ``cell`` would send, chosen as ``run_turn`` chooses them: the
+    notebook's tools where the page (or ``qloop run``) offers them, the MCP servers' tools."""
+    agent.load_notebook_grants(cell)  # what the page can do decides the notebook's tools
+    proposals = agent.cell_proposals(cell, settings)
+    return [tool.schema() for tool in agent.tools(settings, cell, proposals)]
 
 
 def _context_words(words: list[str]) -> tuple[bool, list[str]]:
