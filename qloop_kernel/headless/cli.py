@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import difflib
 import os
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from ..eval.cli import add_eval_parser
 from ..policy.permissions import POLICIES
@@ -17,6 +18,7 @@ from .files import (
     EXIT_INTERRUPTED,
     EXIT_KERNEL,
     EXIT_OK,
+    EXIT_USAGE,
     CliError,
     check_output,
     read_notebook,
@@ -51,9 +53,11 @@ def _run(args: argparse.Namespace) -> int:
         return status  # the kernel never started: nothing ran, nothing is written
     target = out if status == EXIT_OK or not out.exists() else _failed_path(out)
     write_notebook(nb, target)
-    if target != out:
-        _say(f"qloop run: the run did not finish; wrote what ran to {target} ({out} is left as it "
-             "was)", file=sys.stderr)  # fmt: skip
+    if status != EXIT_OK:
+        kept = f" ({out} is left as it was)" if target != out else ""
+        _say(
+            f"qloop run: the run did not finish; wrote what ran to {target}{kept}", file=sys.stderr
+        )
     elif not args.quiet:
         _say(f"qloop run: wrote {out}", file=sys.stderr)
     return status
@@ -196,8 +200,44 @@ exit codes:
 """
 
 
+class CommandLineError(CliError):
+    """A mistake on the command line, found by the parser of ``prog`` (``qloop run``)."""
+
+    def __init__(self, prog: str, message: str) -> None:
+        super().__init__(message)
+        self.prog = prog
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one line per mistake (no usage block), a close match offered as "did you
+    mean"; subcommands' parsers are of this class too (argparse makes them of the parent's)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise CommandLineError(self.prog, message)
+
+    # argparse's own check of ``choices`` (a private method, overridden on purpose): the same
+    # refusal with the nearest choice offered.
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        choices = action.choices
+        if choices is None or value in choices:
+            return
+        names = [str(choice) for choice in choices]
+        near = _nearest(str(value), names)
+        offer = f"did you mean {near!r}? " if near else ""
+        raise argparse.ArgumentError(
+            action, f"invalid choice {str(value)!r} ({offer}choose from {', '.join(names)})"
+        )
+
+
+def _nearest(given: str, known: list[str]) -> str | None:
+    """The close match of ``given`` among ``known`` (options compared without their dashes)."""
+    bare = {name.lstrip("-"): name for name in known}
+    found = difflib.get_close_matches(given.split("=")[0].lstrip("-"), bare, n=1, cutoff=0.6)
+    return bare[found[0]] if found else None
+
+
 def parser() -> argparse.ArgumentParser:
-    main = argparse.ArgumentParser(
+    main = _Parser(
         prog="qloop",
         description="qloop-kernel notebook agent tools",
         epilog=EXIT_CODES,
@@ -313,9 +353,46 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    """The command line's arguments; :class:`CommandLineError` for a mistake, unknown options
+    included (with the close match among the options of their command)."""
+    main = parser()
+    args, unknown = main.parse_known_args(argv)
+    if unknown:
+        command = _command_parser(main, args)
+        near = _nearest(unknown[0], _options(command)) if unknown[0].startswith("-") else None
+        offer = f" (did you mean {near}?)" if near else ""
+        raise CommandLineError(command.prog, f"unrecognized arguments: {' '.join(unknown)}{offer}")
+    return args
+
+
+# argparse keeps a parser's arguments and subcommands in private attributes, read on purpose: the
+# parser of the (sub)command given, and its options, for "did you mean".
+def _command_parser(
+    main: argparse.ArgumentParser, args: argparse.Namespace
+) -> argparse.ArgumentParser:
+    """The parser of the innermost subcommand ``args`` name (``qloop run``), else ``main``."""
+    command = main
+    while True:
+        found = [a for a in command._actions if isinstance(a, argparse._SubParsersAction)]
+        name = getattr(args, found[0].dest, None) if found else None
+        if not found or name not in found[0].choices:
+            return command
+        command = found[0].choices[name]
+
+
+def _options(command: argparse.ArgumentParser) -> list[str]:
+    """Every option string ``command`` takes (``--approve``, ``-o``, ...)."""
+    return [name for action in command._actions for name in action.option_strings]
+
+
 def main(argv: list[str] | None = None) -> int:
     """The ``qloop`` command; returns its exit code (a mistake: one line on stderr)."""
-    args = parser().parse_args(argv)
+    try:
+        args = parse(argv)
+    except CommandLineError as exc:
+        _say(f"{exc.prog}: {exc}; see `{exc.prog} --help`", file=sys.stderr)
+        return EXIT_USAGE
     try:
         return int(args.func(args))
     except CliError as exc:

@@ -70,6 +70,13 @@ REPLAY_HINT = (
     "to allow it, set QLOOP_APPROVAL=auto (`qloop run --approve auto` headless); a cell's own "
     "--approve does not apply to saved steps"
 )
+# A received record that the run may not replay either: every flag it needs, in the first message.
+RECEIVED_REPLAY_HINT = (
+    "to allow it, run `qloop run --approve auto --replay-received` (QLOOP_APPROVAL=auto and "
+    "QLOOP_REPLAY_RECEIVED=1 for other clients): the saved record was received from elsewhere, not "
+    "signed by your kernel, so read its steps first with `qloop show`; a cell's own --approve does "
+    "not apply to saved steps"
+)
 # Set by `qloop run --continue-on-denied`: a headless replay that was not run warns instead of failing.
 CONTINUE_ON_DENIED = "QLOOP_CONTINUE_ON_DENIED"
 RECEIVED_NOTICE = (
@@ -199,8 +206,9 @@ def replay(host: ReplayHost, record: CellRecord, policy: Policy, cell: CellConte
     if drift:
         line("changed since the turn ran: " + "; ".join(drift), "warn")
     host.manager.keep(record, store_for(cell))
+    hint = RECEIVED_REPLAY_HINT if plan.received and not _opted_in() else REPLAY_HINT
     decision = _decide(plan, ApprovalPolicy(policy, cell.interactive,
-                                            host.base_settings.ask_read, REPLAY_HINT), cell, host)  # fmt: skip
+                                            host.base_settings.ask_read, hint), cell, host)  # fmt: skip
     if isinstance(decision, Deny):
         if plan.steps and not cell.interactive and os.environ.get(CONTINUE_ON_DENIED) != "1":
             # What the notebook says did not happen: the cells after it would run on other state.
@@ -317,12 +325,16 @@ def _decide(
     card = _RunAllCard(plan, host, ahead, cell.cell_id)
     grants = host.grants if host is not None else Grants()
     pipeline = PermissionPipeline(policy, grants, card, cell.cell_id)
-    opted_in = os.environ.get(RECEIVED_OPT_IN) == "1"
-    permission = pipeline.decide(plan.request(), Provenance(plan.received, opted_in))
+    permission = pipeline.decide(plan.request(), Provenance(plan.received, _opted_in()))
     if permission.by == "grant":
         used = "; ".join(dict.fromkeys(g.describe() for g in permission.grants))
         line(f"replaying without a card: every step is covered by a grant ({used})")
     return permission.decision
+
+
+def _opted_in() -> bool:
+    """Whether this run was told to replay received records (``qloop run --replay-received``)."""
+    return os.environ.get(RECEIVED_OPT_IN) == "1"
 
 
 class _RunAllCard:
