@@ -19,6 +19,7 @@ from .handlers import (
     SavedHandler,
     StopHandler,
 )
+from .missing import MissingMCPHandler
 
 _STATE_KEY = "qloop_outside"
 
@@ -47,6 +48,7 @@ def load(serverapp: Any) -> None:
                 "qloop: MCP is not served: install it with pip install 'qloop-kernel[mcp]'"
             )
             config.enabled = False
+            routes.append((url_path_join(base, "qloop/mcp") + "/?", MissingMCPHandler, {}))
     if config.enabled:
         server = build_server(OutsideTools(serverapp, config, broker))
         # The Jupyter server checks the Host header and the token; the SDK's own check assumes
