@@ -13,7 +13,12 @@ progress() {
   awk '
     /^Processing \.\/?\.?$/ { print "      building qloop-kernel from this checkout"; fflush(); next }
     /^(Collecting|Processing) / {
-      name = $2; sub(/.*\//, "", name); sub(/[-<>=!~;[ ].*/, "", name)
+      name = $2
+      if (name ~ /\//) {  # a file, NAME-VERSION...: wheels spell "-" in a name as "_"
+        sub(/.*\//, "", name); sub(/-[0-9].*/, "", name); gsub(/_/, "-", name)
+      } else {  # a requirement: NAME, then a version, extras, a marker or a URL
+        sub(/[<>=!~;[ (@].*/, "", name)
+      }
       printf "      %3d %s\n", ++n, name; fflush(); next
     }
     /^Installing collected packages/ { printf "      installing %d packages…\n", NF - 3; fflush() }

@@ -50,3 +50,26 @@ def test_the_install_builds_no_frontend_and_compiles_no_bytecode_up_front() -> N
     install = next(line for line in lines if "pip install" in line and ".[data]" in line)
     assert install.startswith("HATCH_BUILD_NO_HOOKS=true ")
     assert "--no-compile" in install and install.endswith("| progress")
+
+
+def test_names_with_a_dash_are_shown_whole() -> None:
+    pip_output = """\
+Collecting markdown-it-py>=3 (from qloop-kernel==0.1.0)
+Collecting pydantic>=2 (from qloop-kernel==0.1.0)
+Collecting pydantic-core==2.41.5 (from pydantic>=2->qloop-kernel==0.1.0)
+Processing /opt/wheels/jupyter_client-8.6.3-py3-none-any.whl (from qloop-kernel==0.1.0)
+Processing /opt/pypi/typing-extensions-4.12.2.tar.gz (from pydantic>=2)
+Collecting python-dateutil>=2.8.2; python_version >= "3.9"
+Collecting nh3@ file:///opt/wheels/nh3-0.3.2-cp38-abi3-manylinux_2_17_x86_64.whl
+Collecting zope.interface[test]
+"""
+    assert [line.split()[-1] for line in progress(pip_output).splitlines()] == [
+        "markdown-it-py",
+        "pydantic",
+        "pydantic-core",
+        "jupyter-client",
+        "typing-extensions",
+        "python-dateutil",
+        "nh3",
+        "zope.interface",
+    ]
