@@ -205,7 +205,7 @@ def test_qloop_run_runs_the_cell_and_its_outputs_land_in_that_cell_of_the_output
     assert "cell show ran; its outputs are in that cell" in result and "n is 2" in result
     assert "qloop run: ran cell show: m: int 10 → 20" in progress
     tools = {t["name"]: t for t in requests[0].body["tools"]}
-    assert "run_cell" in tools and "run" not in tools["add_cell"]["input_schema"]["properties"]
+    assert "run_cell" in tools and "run" in tools["add_cell"]["input_schema"]["properties"]
 
 
 def test_qloop_run_under_readonly_leaves_the_cell_as_it_ran() -> None:
