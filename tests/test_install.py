@@ -1,5 +1,6 @@
 """Installing from a checkout: without Node, the wheel carries the kernel side (and the Jupyter server
-extension's config) and the build says once that the JupyterLab view needs Node; the ``headless`` extra brings papermill and nbconvert."""
+extension's config) and the build says once that the JupyterLab view needs Node; the ``headless`` extra brings papermill and nbconvert.
+The ``lab`` extra brings JupyterLab, which the Lab view needs."""
 
 from __future__ import annotations
 
@@ -56,3 +57,11 @@ def test_the_headless_extra_brings_papermill_and_nbconvert() -> None:
     assert 'headless = ["papermill>=2.6", "nbconvert>=7"]' in extras.split("\n[")[0]
     readme = (ROOT / "README.md").read_text()
     assert "pip install 'qloop-kernel[headless]'" in readme
+
+
+def test_the_lab_extra_brings_jupyterlab_and_the_readme_says_the_view_needs_it() -> None:
+    extras = (ROOT / "pyproject.toml").read_text().split("[project.optional-dependencies]")[1]
+    assert 'lab = ["jupyterlab>=4.4,<5"]' in extras.split("\n[")[0]
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert "pip install '.[lab]'" in readme
+    assert "The Lab view needs JupyterLab" in readme
