@@ -64,6 +64,17 @@ _also_lock = threading.Lock()
 _also_stack: list[tuple[str, ...]] = []
 
 
+# Secret shapes an operator adds (the admin floor's redact_patterns): see redact_shapes.
+_extra_shapes: tuple[re.Pattern[str], ...] = ()
+
+
+def redact_shapes(patterns: Iterable[str]) -> None:
+    """Also redact every match of these regular expressions, everywhere, from now on (the admin
+    floor's ``redact_patterns``, policy/admin.py); replaces the shapes given before."""
+    global _extra_shapes
+    _extra_shapes = tuple(re.compile(p) for p in patterns)
+
+
 def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
     """Values of environment variables whose names look secret, longest first."""
     if environ is not None:
@@ -135,6 +146,8 @@ class Redactor:
             text = _redact_pieces(text, secret)
         if "://" in text:
             text = URL_CREDENTIALS.sub(lambda m: f"{m['head']}{REDACTED}@", text)
+        for shape in _extra_shapes:
+            text = shape.sub(lambda m: REDACTED if m[0] else "", text)
         return KEY_SHAPES.sub(REDACTED, text)
 
     def value(self, value: Any) -> Any:  # Any: a JSON-like value, given back in its shape

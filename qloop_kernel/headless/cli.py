@@ -25,6 +25,7 @@ from .files import (
     write_atomic,
     write_notebook,
 )
+from .teams_cli import add_parsers as add_team_parsers
 
 
 def _say(text: str, file: TextIO | None = None) -> None:
@@ -273,6 +274,7 @@ def parser() -> argparse.ArgumentParser:
     kernel.set_defaults(func=_install_kernel)
     add_eval_parser(sub)
     _mcp_parser(sub)
+    add_team_parsers(sub)
     return main
 
 

@@ -5,6 +5,11 @@ Jupyter config folder, or ``QLOOP_MCP_CONFIG``), kernel config (``c.QloopAgent.m
 project's ``.mcp.json`` files (the notebook's folder and its project root, once approved), and
 servers added with ``%agent mcp add`` in the notebook's own cells.
 
+The admin floor (``policy/admin.py``) adds the admin's own servers (``mcp_servers`` in an admin file,
+which win for the same name), limits every other server to the commands and URLs it allows
+(``allowed_mcp_servers``), and may refuse every server a user adds (``user_mcp_servers``):
+:func:`admitted` applies it, with a line for each server it refuses.
+
 A project file can start processes, so it is *received* until the user approves it: the approval
 is kept by path and sha256 in the user's Jupyter data folder (never in the notebook), and a
 changed file needs approving again.
@@ -23,6 +28,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..errors import QloopError
+from ..policy.admin import AdminError, admin_floor
 from ..redact import SECRET_NAME
 
 PROJECT_FILE = ".mcp.json"
@@ -32,7 +38,7 @@ DEFAULT_TIMEOUT_S = 60.0
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 _TOKEN = re.compile(r"^[A-Za-z0-9+/=_.~-]{16,}$")
 
-Source = Literal["user", "config", "project", "notebook"]
+Source = Literal["user", "config", "project", "notebook", "admin"]
 
 
 class McpConfigError(QloopError, ValueError):
@@ -210,3 +216,36 @@ def approve(path: Path, sha256: str) -> None:
     temporary.write_text(json.dumps(saved, indent=1, sort_keys=True), encoding="utf-8")
     os.chmod(temporary, 0o600)
     temporary.replace(target)
+
+
+def target(config: ServerConfig) -> str:
+    """What the admin's ``allowed_mcp_servers`` globs are matched against: the URL, or the command
+    line."""
+    return (config.url or "") if config.http else " ".join([config.command or "", *config.args])
+
+
+def admitted(entries: list[Configured]) -> tuple[list[Configured], list[str]]:
+    """The servers the admin floor allows among ``entries``, then the admin's own; a line for
+    each one refused. An admin file that cannot be used refuses them all."""
+    try:
+        floor = admin_floor()
+    except AdminError as exc:
+        return [], [f"MCP servers are off: {exc}"]
+    kept, refused = [], []
+    for entry in entries:
+        why = floor.mcp_refusal(target(entry.config), user_added=True)
+        if why is None:
+            kept.append(entry)
+        else:
+            refused.append(f"MCP server '{entry.name}' is left out: {why}")
+    for file in floor.files:
+        if file.settings.mcp_servers:
+            kept += parse_servers(file.settings.mcp_servers, "admin", file.path)
+    return kept, refused
+
+
+def check_admitted(entry: Configured) -> None:
+    """Refuse a server the user adds now (``%agent mcp add``) that the admin floor does not allow."""
+    _, refused = admitted([entry])
+    if refused:
+        raise McpConfigError(refused[0])

@@ -40,7 +40,9 @@ from .config import (
     Configured,
     McpConfigError,
     ServerConfig,
+    admitted,
     approve,
+    check_admitted,
     digest,
     is_approved,
     parse_servers,
@@ -98,6 +100,7 @@ class McpServers:
         self.removed: set[str] = set()
         self.trusted: set[str] = set()
         self.declined: set[str] = set()  # project files the user declined this session
+        self.refused: list[str] = []  # servers the admin floor left out, each with its line
         self.servers: dict[str, Server] = {}
         self.loop = LoopThread()
         self._secrets: contextlib.ExitStack = contextlib.ExitStack()
@@ -129,14 +132,17 @@ class McpServers:
             if project.approved:
                 entries += project.servers
         entries += self.added.values()
+        entries, self.refused = admitted(entries)
         table = {e.name: e for e in entries if e.name not in self.removed}
         self._sync(table)
         return table
 
     def add(self, name: str, config: ServerConfig) -> None:
         """``%agent mcp add``: a server added by the user's own cell."""
+        entry = Configured(name, config, "notebook", "this notebook")
+        check_admitted(entry)
         self.removed.discard(name)
-        self.added[name] = Configured(name, config, "notebook", "this notebook")
+        self.added[name] = entry
         self.stop(name)
 
     def remove(self, name: str) -> None:
@@ -223,7 +229,7 @@ class McpServers:
     def notes(self) -> list[str]:
         """The lines a turn shows about the servers: those not available, and, once after a
         server connects, each of its tools held to asking (its description hides characters)."""
-        notes = self.unavailable()
+        notes = self.unavailable() + self.refused  # left out by the admin floor
         for server in self.servers.values():
             if server.announced or server.state != "connected":
                 continue

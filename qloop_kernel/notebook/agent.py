@@ -17,6 +17,7 @@ from ..mcp.servers import McpServers
 from ..messages import Interrupted, TurnResult
 from ..model import AnthropicModel
 from ..notebook_view import select
+from ..policy.admin import AdminError, admin_floor
 from ..policy.grants import Grants, Scope
 from ..policy.permissions import (
     HEADLESS_HINT,
@@ -296,6 +297,7 @@ class KernelAgent:
     def run_turn(
         self, prompt: str, settings: Settings, cell: CellContext, attach: tuple[str, ...] = ()
     ) -> TurnResult:
+        _check_floor(settings)
         _check_credentials(settings.provider)
         try:
             settings.resolved_price(settings.model)
@@ -368,6 +370,18 @@ INTERACTIVE_HINT = "to be asked instead, re-run the cell with `--approve ask`"
 def no_metadata(cell: CellContext) -> bool:
     """The request carried no cell id and no headless mark: nbclient, papermill or nbconvert."""
     return cell.cell_id is None and not cell.headless
+
+
+def _check_floor(settings: Settings) -> None:
+    """One line naming the admin setting when the turn's settings go below the admin floor (a
+    cell's ``--approve``, ``--model`` or ``%agent set``; config and environment are checked when
+    read)."""
+    try:
+        refusal = admin_floor().refusal(settings.provider, settings.model, settings.approve)
+    except AdminError as exc:
+        raise UsageError(str(exc)) from None
+    if refusal is not None:
+        raise UsageError(refusal)
 
 
 def _check_credentials(provider: ProviderName = DEFAULT_PROVIDER) -> None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 from IPython.core.error import UsageError
 from pydantic import ValidationError
 
+from ..effective import effective_lines
 from ..headless.export import records_script
 from ..policy.grants import SCOPE_TEXT, SCOPES, Grant, Scope
 from ..policy.risk import RISKS
@@ -49,6 +50,8 @@ HELP = """\
 %agent [options] TASK        a one-line task
 %agent help                  this list
 %agent status                session: turns, tokens, cost, settings
+%agent config                the settings in effect, where each comes from (admin, user,
+                             notebook, magic), and the admin floor
 %agent set NAME VALUE        change a setting ({settable})
 %agent models                the known model ids with their price and status
 %agent price IN OUT [CW CR]  USD per million input/output (and cache write/read) tokens, for a
@@ -124,6 +127,14 @@ def _status(magics: AgentMagics, args: list[str]) -> None:
     granted = magics.agent.grants
     if len(granted):
         print("grants: " + "; ".join(g.describe() for g in granted) + " (`%agent grants`)")
+
+
+def _config(magics: AgentMagics, args: list[str]) -> None:
+    config = getattr(magics, "config_obj", None)  # the QloopAgent traits (magic.py)
+    names = config.trait_names(config=True) if config is not None else []
+    values = {name: getattr(config, name) for name in names}
+    for text in effective_lines(values, os.environ, magics.agent.manager.settings):
+        print(text)
 
 
 def _set(magics: AgentMagics, args: list[str]) -> None:
@@ -369,6 +380,7 @@ class Command:
 COMMANDS = {
     "help": Command(_help, (0,)),
     "status": Command(_status, (0,)),
+    "config": Command(_config, (0,)),
     "set": Command(_set, (2,)),
     "models": Command(_models, (0,)),
     "price": Command(_price, (1, 2, 4)),

@@ -49,6 +49,7 @@ class Deny:
     reason: str = ""
     policy: Policy | None = None
     risk: Risk | None = None
+    admin: str | None = None  # the admin floor's line, when the floor denied it (admin.py)
 
 
 @dataclass(frozen=True)
@@ -171,6 +172,8 @@ class ApprovalPolicy:
 
 def denial_line(decision: Deny) -> str:
     """The short sentence a person reads about a denial (the model reads ``decision.reason``)."""
+    if decision.admin is not None:
+        return f"denied: {decision.admin}"
     if decision.policy is not None:
         return f"{POLICY_DENIAL_PREFIX} '{decision.policy}' (a '{decision.risk or 'unknown'}' step)"
     return f"denied by you: {decision.reason}" if decision.reason else "denied by you"

@@ -14,15 +14,19 @@ itself, asynchronously).
 3. Grants the user gave run the request without asking when they cover every step of it (never a
    request held to asking).
 4. Otherwise the approver decides (a card, the proposal bar, or a denier when nobody can click).
+
+The admin floor (``admin.py``) combines with the policy at stage 1: a class it holds to asking is
+asked about whatever the policy or a grant would run, and denied where nobody can be asked.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from .admin import AdminFloor, admin_floor
 from .permissions import (
     ApprovalPolicy,
     ApprovalRequest,
@@ -82,7 +86,7 @@ def combined_verdict(
     return "run" if opted_in else "received"
 
 
-Decider = Literal["policy", "provenance", "grant", "approver"]
+Decider = Literal["policy", "provenance", "grant", "approver", "admin"]
 
 
 class GrantLookup(Protocol):
@@ -111,6 +115,13 @@ class PermissionPipeline:
     approver: Approver | None  # None: the caller asks someone itself (see ``settle``)
     cell_id: str | None = None  # the agent cell, for grants scoped to a cell
     clock: Callable[[], float] = time.monotonic
+    floor: AdminFloor = field(default_factory=admin_floor)
+
+    def held(self, request: Request) -> str | None:
+        """Why the admin floor puts ``request`` to a person whatever the policy and grants say."""
+        if isinstance(request, ApprovalRequest):
+            return self.floor.held([request.risk])
+        return self.floor.held([a.risk if a is not None else None for a in request.assessments])
 
     def verdict(self, request: Request, provenance: Provenance = LIVE) -> Combined:
         """The policy's verdict on the request's class, combined with its provenance. A replay
@@ -118,6 +129,8 @@ class PermissionPipeline:
         steps = not isinstance(request, ReplayRequest) or bool(request.codes)
         verdict = self.policy.verdict(request.risk) if steps else "ask"
         if request.always_ask is not None and verdict != "deny":  # held to asking a person
+            verdict = "ask" if self.policy.interactive else "deny"
+        if verdict == "run" and self.held(request) is not None:
             verdict = "ask" if self.policy.interactive else "deny"
         return combined_verdict(
             verdict,
@@ -129,7 +142,7 @@ class PermissionPipeline:
     def covering(self, request: Request) -> tuple[Grant, ...] | None:
         """The grants that cover every step of ``request``, or None where one is not covered (a
         request held to asking is never covered)."""
-        if request.always_ask is not None:
+        if request.always_ask is not None or self.held(request) is not None:
             return None
         if isinstance(request, ApprovalRequest):
             steps = [(request.call.name, request.risk)]
@@ -152,6 +165,11 @@ class PermissionPipeline:
         """The policy, the provenance and the grants: their decision, or None where someone must
         be asked."""
         verdict = self.verdict(request, provenance)
+        held = self.held(request)
+        if verdict == "deny" and held is not None and self.policy.verdict(request.risk) != "deny":
+            return Permission(
+                Deny(f"denied: {held}", self.policy.name, request.risk, held), "admin"
+            )
         if verdict == "deny":
             return Permission(self.denial(request), "policy")
         if verdict == "received":
@@ -177,6 +195,10 @@ class PermissionPipeline:
         if settled is not None:
             return settled
         assert self.approver is not None, "a pipeline without an approver only settles"
+        held = self.held(request)
+        if held is not None:  # the card says why no policy or grant ran it
+            notices = [*request.details.get("notices", []), held]
+            request = replace(request, details={**request.details, "notices": notices})
         asked = self.clock()
         decision = self.approver.decide(request)
         return Permission(decision, "approver", waited_s=self.clock() - asked)

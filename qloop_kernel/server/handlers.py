@@ -23,6 +23,7 @@ from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from tornado import web
 from tornado.iostream import StreamClosedError
 
+from ..policy.admin import AdminError, admin_floor
 from .agent_cell import agent_cell
 from .broker import DECISIONS, Decision, OutsideBroker
 from .config import QloopMCP
@@ -38,6 +39,15 @@ CROSS_ORIGIN = (
     "a browser page of another origin may not call qloop's MCP server (its Origin header names "
     "another site); the Jupyter server's c.ServerApp.allow_origin lists origins that may"
 )
+
+
+def outside_refusal() -> str | None:
+    """Why the admin floor keeps outside agents out (an admin file that cannot be used keeps
+    them out too, saying why), or None."""
+    try:
+        return admin_floor().outside_refusal()
+    except AdminError as exc:
+        return str(exc)
 
 
 def is_loopback(address: str) -> bool:
@@ -76,6 +86,9 @@ class MCPHandler(JupyterHandler):
     async def prepare(self, *, _redirect_to_login: Any = True) -> None:
         if not self.qloop_config.allow_remote and not is_loopback(self.request.remote_ip or ""):
             raise web.HTTPError(403, "qloop's MCP server answers this machine only")
+        refusal = outside_refusal()
+        if refusal is not None:
+            raise web.HTTPError(403, refusal)
         if "token" in self.request.arguments:  # in the query (or a form body), not the header
             raise web.HTTPError(401, TOKEN_IN_URL)
         if not self.check_origin():  # Jupyter's check: same host, or its allow_origin settings
