@@ -31,6 +31,7 @@ from .messages import (
 from .records import CellRecord, RecordBuilder, TurnProgress
 from .redact import redact
 from .settings import Settings
+from .spend import spend_guard
 from .tools.runtime import ToolRuntime
 from .turn_context import TurnContext, context_record, estimate_request
 
@@ -246,7 +247,7 @@ class ConversationManager:
         saving.save_running(force=True)
         loop = QueryLoop(
             model, runtime, system=system, limits=settings.limits(), price=price,
-            observer=saving, cancel=cancel,
+            observer=saving, cancel=cancel, spend=spend_guard(self.session_id),
         )  # fmt: skip
         result = loop.run([*history, user])
         self.messages.extend(result.messages[len(history) :])

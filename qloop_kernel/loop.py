@@ -1,6 +1,7 @@
 """QueryLoop: one task turn. Call the model, run its tool calls, send the results back, repeat.
 
-Every exit is a ``return`` of a typed stop reason. The budget is checked before each model request.
+Every exit is a ``return`` of a typed stop reason. The budget (the cell's, and the admin's spend caps
+through ``spend.py``) is checked before each model request.
 This module imports neither IPython, ipywidgets nor anthropic.
 """
 
@@ -40,6 +41,7 @@ from .messages import (
     now_iso,
 )
 from .pricing import Price
+from .spend import SpendGuard
 from .text import clip
 from .tools.runtime import ToolRuntime
 
@@ -91,6 +93,7 @@ class QueryLoop:
         observer: TurnObserver | None = None,
         cancel: CancelToken | None = None,
         clock: Callable[[], float] = time.monotonic,
+        spend: SpendGuard | None = None,
     ) -> None:
         self.model = model
         self.runtime = runtime
@@ -100,6 +103,7 @@ class QueryLoop:
         self.observer = observer or TurnObserver()
         self.cancel = cancel or CancelToken()
         self.clock = clock
+        self.spend = spend  # the user's ledger and the admin's spend caps
 
     def run(self, messages: list[Message]) -> TurnResult:
         """Run the turn on a copy of ``messages``; the result carries the updated list."""
@@ -147,6 +151,8 @@ class QueryLoop:
         cost = turn.cost_usd or 0.0
         if limits.max_cost_usd is not None and cost + turn.last_cost > limits.max_cost_usd:
             return BudgetExceeded("cost", cost, limits.max_cost_usd)
+        if self.spend is not None:
+            return self.spend.check(cost, turn.last_cost, priced=self.price is not None)
         return None
 
     def _estimate_prompt_tokens(self, turn: _Turn) -> int:
@@ -176,6 +182,8 @@ class QueryLoop:
         if self.price is not None:
             turn.last_cost = self.price.cost(response.usage)
             turn.cost_usd = (turn.cost_usd or 0.0) + turn.last_cost
+        if self.spend is not None:
+            self.spend.record(response, self.model.model, turn.last_cost if self.price else None)
         self.observer.on_response(response, turn.usage, turn.cost_usd)
         return response
 

@@ -183,6 +183,7 @@ class BudgetExceeded:
     spent: float
     limit: float
     status: Literal["budget_exceeded"] = "budget_exceeded"
+    cap: str = ""  # an admin's spend cap: the line naming it (spend.py); "" for the cell's budget
 
 
 @dataclass(frozen=True)
@@ -218,6 +219,12 @@ StopReason: TypeAlias = (
 )
 
 
+def _cost_stop(spent: float, limit: float, cap: str) -> str:
+    if cap:  # an admin's spend cap, named with its setting and file (spend.py)
+        return f"stopped: {cap}"
+    return f"stopped: cost budget reached (${spent:.4f} of ${limit:.4f}, --max-cost)"
+
+
 def describe_stop(stop: StopReason) -> str:
     """One line for the user about why a turn ended."""
     match stop:
@@ -229,8 +236,8 @@ def describe_stop(stop: StopReason) -> str:
             return (
                 f"stopped: token budget reached ({spent:,.0f} of {limit:,.0f} tokens, --max-tokens)"
             )
-        case BudgetExceeded(spent=spent, limit=limit):
-            return f"stopped: cost budget reached (${spent:.4f} of ${limit:.4f}, --max-cost)"
+        case BudgetExceeded(spent=spent, limit=limit, cap=cap):
+            return _cost_stop(spent, limit, cap)
         case TimedOut(seconds=seconds):
             return f"stopped: the turn ran past its {seconds:g} s time limit (--timeout)"
         case Interrupted(by="stop"):

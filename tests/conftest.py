@@ -78,6 +78,8 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("QLOOP_USER_RULES", os.path.join(folder, "user-rules.md"))
     os.environ.setdefault("QLOOP_RULES_APPROVALS", os.path.join(folder, "rules-approved.json"))
     os.environ.setdefault("QLOOP_RULES", "user")
+    # The spend ledger every kernel of this test run adds its model calls to (spend.py)
+    os.environ.setdefault("QLOOP_USAGE_FILE", os.path.join(folder, "usage.jsonl"))
 
 
 # -- no network outside loopback, here and in every Python the tests start (network_guard.py) --------
