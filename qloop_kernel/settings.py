@@ -4,13 +4,13 @@ Sources, later ones winning: these defaults, the environment (``QLOOP_MODEL``, `
 ``QLOOP_APPROVAL``, ``QLOOP_ASK_READ``, ``QLOOP_PRICE``), traitlets config
 (``c.QloopAgent.model = ...``; a trait left unset, None, keeps the environment's value, and config
 names no price), ``%agent set``, a cell's options (``notebook/options.py``). ``settings_from``
-applies the first three, over the admin floor (``policy/admin.py``): the admin's default model where
-none is chosen, and a choice below the floor refused with the admin's line.
+applies the first three.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,7 +18,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .contracts import Limits
 from .errors import QloopError, UnknownModelPrice
-from .policy.admin import AdminError, admin_floor
 from .policy.permissions import POLICIES, Policy
 from .pricing import Price, platform_price, price_figures
 from .providers import (
@@ -29,6 +28,8 @@ from .providers import (
     short_model,
 )
 
+# A qualified class name or an fnmatch glob of one (values/summaries/trust.py reads them)
+_CLASS_NAME = re.compile(r"[A-Za-z_*?\[][\w.*?\[\]!]*")
 DEFAULT_MODEL = "claude-sonnet-5-5"  # the current Sonnet (Models overview, 2026-12)
 _LIMITS = Limits()
 
@@ -55,6 +56,9 @@ class Settings(BaseModel):
     undo_device_budget_mb: float = Field(0, ge=0)
     # USD per million input, output tokens, optionally cache write and cache read tokens
     price: tuple[float, float] | tuple[float, float, float, float] | None = None
+    # Classes whose methods a read may call (docs/security.md, "What a read runs"): qualified
+    # names or globs, a notebook class by its bare name; `%agent set trusted_reprs a.B,c.*`
+    trusted_reprs: tuple[str, ...] = ()
 
     @field_validator("provider", mode="before")
     @classmethod
@@ -65,6 +69,21 @@ class Settings(BaseModel):
     @classmethod
     def _off_is_false(cls, value: object) -> object:
         return False if value is None else value  # `%agent set ask_read off` arrives as None
+
+    @field_validator("trusted_reprs", mode="before")
+    @classmethod
+    def _class_names(cls, value: object) -> object:
+        if value is None:  # `%agent set trusted_reprs off`
+            return ()
+        names = [n.strip() for n in value.split(",")] if isinstance(value, str) else value
+        if isinstance(names, list | tuple):
+            bad = [n for n in names if not isinstance(n, str) or not _CLASS_NAME.fullmatch(n)]
+            if bad:
+                raise ValueError(
+                    f"{bad[0]!r} is not a class name or glob (such as mymodule.Point, Point or "
+                    "mylib.*); separate names with commas"
+                )
+        return names
 
     def updated(self, **changes: Any) -> Settings:
         """A copy with ``changes`` applied and validated (raises pydantic's ValidationError)."""
@@ -169,21 +188,4 @@ def settings_from(config: Mapping[str, Any], environ: Mapping[str, str]) -> Sett
             values["price"] = price_figures(price)
         except ValueError as exc:
             raise SettingsError(f"QLOOP_PRICE: {exc}") from None
-    return _above_floor(values)
-
-
-def _above_floor(values: dict[str, Any]) -> Settings:
-    """Settings from ``values`` and the admin floor (policy/admin.py): its default model where
-    none was chosen; a choice below the floor refused with the admin's line."""
-    try:
-        floor = admin_floor()
-    except AdminError as exc:
-        raise SettingsError(str(exc)) from None
-    default = floor.default_model()
-    if default is not None and "model" not in values:
-        values["model"] = default[0]
-    settings = Settings(**values)
-    refusal = floor.refusal(settings.provider, settings.model, settings.approve)
-    if refusal is not None:
-        raise SettingsError(refusal)
-    return settings
+    return Settings(**values)

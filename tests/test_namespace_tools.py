@@ -19,6 +19,7 @@ from qloop_kernel.tools.history import notebook_history
 from qloop_kernel.tools.namespace import MAX_ROWS, inspect_variable, list_variables
 from qloop_kernel.tools.runtime import Tool, ToolInputError, ToolRuntime
 from qloop_kernel.values.summaries import bounded_repr, fit_text
+from qloop_kernel.values.summaries.trust import trusting
 
 
 @pytest.fixture(scope="module")
@@ -357,9 +358,10 @@ class Loud:
 def test_repr_that_raises() -> None:
     namespace = {"b": Broken(), "items": [1, Broken()]}
     broken = f"<{__name__}.Broken object; repr() raised ValueError: boom>"
-    assert f"Value: {broken}" in inspect_variable(namespace, "b")
-    assert f"[1] {broken}" in inspect_variable(namespace, "items")
-    assert listed_names(list_variables(namespace)) == ["b", "items"]
+    with trusting([f"{__name__}.Broken"]):  # its repr is called, as an installed library's
+        assert f"Value: {broken}" in inspect_variable(namespace, "b")
+        assert f"[1] {broken}" in inspect_variable(namespace, "items")
+        assert listed_names(list_variables(namespace)) == ["b", "items"]
 
 
 def test_huge_objects_are_bounded() -> None:
@@ -380,7 +382,8 @@ def test_huge_objects_are_bounded() -> None:
     assert "... (+199,950 more)" in inspect_variable(namespace, "lookup")
     assert "Characters 0-2,999 of 10,000,000" in inspect_variable(namespace, "text")
     assert "Characters 9,999,000-9,999,999" in inspect_variable(namespace, "text", offset=9_999_000)
-    loud = inspect_variable(namespace, "loud")
+    with trusting([f"{__name__}.Loud"]):  # its repr is called, as an installed library's
+        loud = inspect_variable(namespace, "loud")
     assert re.search(r"^Value: x{990,}\.\.\.$", loud, flags=re.MULTILINE)
     cut = inspect_variable(namespace, "numbers", rows=1_000, max_chars=600)
     assert len(cut) <= 600

@@ -23,7 +23,8 @@ class Slow(list):  # a repr() alone is cut off after 1 s; iterating a list is no
         time.sleep(30)
         return iter([])
 slow = Slow([1])
-"""
+%agent set trusted_reprs Slow
+"""  # opted in: a read calls the notebook's class's own methods (else it reads list's)
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ import pytest
 
 from qloop_kernel.tools.namespace import inspect_variable, list_variables
 from qloop_kernel.values.summaries import bounded_repr
+from qloop_kernel.values.summaries.trust import trusting
 
 touched: list[str] = []
 
@@ -91,9 +92,10 @@ def test_unknown_lazy_objects_are_not_touched() -> None:
 
 def test_library_containers_are_neither_measured_nor_iterated() -> None:
     namespace: dict[str, Any] = {"store": RemoteStore(), "plain": Plain()}
-    listing = list_variables(namespace)
-    store = inspect_variable(namespace, "store")
-    plain = inspect_variable(namespace, "plain")
+    with trusting([f"{__name__}.RemoteStore", f"{__name__}.Plain"]):  # as installed libraries'
+        listing = list_variables(namespace)
+        store = inspect_variable(namespace, "store")
+        plain = inspect_variable(namespace, "plain")
     assert "len" not in touched and "iter" not in touched and "getitem" not in touched
     assert "Length" not in plain and "Value: Plain()" in plain
     assert store.startswith(f"store: {__name__}.RemoteStore")

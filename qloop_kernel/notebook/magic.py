@@ -52,6 +52,12 @@ def base_settings(config: Configurable) -> Settings:
         raise UsageError(str(exc)) from None
 
 
+def _trusted_reprs(session: KernelSession) -> tuple[str, ...]:
+    """The classes the session's settings opt in to reads (``%agent set trusted_reprs``)."""
+    settings = session.settings
+    return settings.trusted_reprs if settings is not None else ()
+
+
 @magics_class
 class AgentMagics(Magics):
     """The agent magics of one IPython shell."""
@@ -85,9 +91,11 @@ class AgentMagics(Magics):
     @property
     def agent(self) -> KernelAgent:
         if self._agent is None:
+            from ..values.summaries import trust
             from .agent import KernelAgent
 
             self._agent = KernelAgent(self.session, base_settings(self.config_obj))
+            trust.follow(lambda: _trusted_reprs(self.session))  # what reads may call
         return self._agent
 
     def _refuse_inside_a_step(self) -> None:

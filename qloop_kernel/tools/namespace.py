@@ -2,7 +2,8 @@
 
 Both are pure functions of a namespace mapping (the IPython ``user_ns``) and return bounded
 plain text for the model. No data library is imported here, and lazy or distributed objects are
-described without computing them (see :mod:`qloop_kernel.values.summaries`). Model mistakes
+described without computing them (see :mod:`qloop_kernel.values.summaries`). Both run inside the
+read guard, and call no method of a class that is not installed code (``summaries.trust``). Model mistakes
 (an unknown name, paging past the end) raise ``ToolInputError``, which the tool runtime reports
 as a plain error result that says how to fix the call.
 """
@@ -26,6 +27,15 @@ from qloop_kernel.values.summaries import (
 )
 
 from ..values import summaries
+from ..values.summaries.trust import (
+    class_dict,
+    class_module,
+    instance_attributes,
+    origin,
+    readable,
+    static_lookup,
+    static_mro,
+)
 
 IPYTHON_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit"})
 MIN_MAX_CHARS = 500  # room for a title, a table header and a truncation marker
@@ -67,13 +77,14 @@ def list_variables(
     if limit < 1:
         raise ValueError(f"limit must be at least 1, got {limit}")
     _check_max_chars(max_chars)
-    names = sorted(
-        (name for name, value in namespace.items() if _is_user_variable(name, value, hidden)),
-        key=lambda name: (name.casefold(), name),
-    )
+    with summaries.reading():
+        names = sorted(
+            (name for name, value in namespace.items() if _is_user_variable(name, value, hidden)),
+            key=lambda name: (name.casefold(), name),
+        )
+        rows = [_variable_row(name, namespace[name]) for name in names[:limit]]
     if not names:
         return "No user variables defined."
-    rows = [_variable_row(name, namespace[name]) for name in names[:limit]]
     header = ["name", "type", "shape/len", "memory", "details"]
     table = format_table(header, rows).split("\n")
     title = f"{len(names):,} user variables (memory is shallow except data frames and arrays):"
@@ -100,6 +111,9 @@ def inspect_variable(
     defaults to DEFAULT_ROWS for in-memory data. The text is at most ``max_chars`` characters
     and ends with an explicit marker when it was cut.
 
+    Nothing is called on an object whose class is not installed code (docs/security.md, "What a
+    read runs"), and any such code a library reaches is stopped before its first line.
+
     Raises ToolInputError (UnknownNameError, with close names, for an unknown variable or
     attribute) for a malformed name, unknown columns, or paging that does not fit the variable.
     """
@@ -107,8 +121,9 @@ def inspect_variable(
     _check_paging(offset, rows)
     paging = summaries.Paging(columns=_column_names(columns), offset=offset, rows=rows)
     path = name.strip()
-    obj = resolve_path(namespace, path)
-    text = summaries.summarize(obj, path, paging)
+    with summaries.reading():
+        obj = resolve_path(namespace, path)
+        text = summaries.summarize(obj, path, paging)
     return fit_text(text, max_chars, "narrow it with columns=, offset= and rows=")
 
 
@@ -126,7 +141,10 @@ def resolve_path(namespace: Mapping[str, object], path: str) -> object:
     """The object at ``path``: a variable name, optionally followed by ``.attribute`` parts.
 
     Attributes are read with ``getattr``; nothing is evaluated. On a database connection,
-    ``conn.table`` and ``conn.schema.table`` name a table or view of its catalog first.
+    ``conn.table`` and ``conn.schema.table`` name a table or view of its catalog first. On an
+    object whose class is not installed code, an attribute is read from the instance's own
+    ``__dict__`` or its class's namespace; one its class computes (a property, ``__getattr__``)
+    is refused, since reading it would run the user's code.
     """
     parts = path.split(".")
     if not all(part.isidentifier() for part in parts):
@@ -140,18 +158,58 @@ def resolve_path(namespace: Mapping[str, object], path: str) -> object:
         hint = _suggest(root, candidates, "Use list_variables to see the available variables.")
         raise UnknownNameError(f"No variable named {root!r}. {hint}")
     obj = namespace[root]
-    if (table := summaries.databases.table_of(obj, parts[1:])) is not None:
+    if readable(type(obj)) and (table := summaries.databases.table_of(obj, parts[1:])) is not None:
         return table
     for depth, attribute in enumerate(parts[1:], start=1):
-        try:
-            obj = getattr(obj, attribute)
-        except AttributeError:
-            owner = ".".join(parts[:depth])
-            raise UnknownNameError(
-                f"{owner!r} ({qualified_name(type(obj))}) has no attribute {attribute!r}. "
-                f"{_attribute_hint(attribute, obj)}"
-            ) from None
+        obj = _attribute(obj, attribute, ".".join(parts[:depth]))
     return obj
+
+
+def _attribute(obj: object, attribute: str, owner: str) -> object:
+    """``obj``'s attribute: read with getattr on installed code's objects, from what Python holds
+    on others (``_static_attribute``)."""
+    try:
+        with summaries.reading():  # a stop caught below is handled: no outer block raises it
+            if not readable(type(obj)):
+                return _static_attribute(obj, attribute, owner)
+            return getattr(obj, attribute)
+    except AttributeError:
+        raise UnknownNameError(
+            f"{owner!r} ({qualified_name(type(obj))}) has no attribute {attribute!r}. "
+            f"{_attribute_hint(attribute, obj)}"
+        ) from None
+    except summaries.UserCodeStopped as stop:
+        raise ToolInputError(
+            f"{owner}.{attribute} was not read: {stop}; read it with run_code (it needs "
+            "approval), or opt its class in with `%agent set trusted_reprs NAME`"
+        ) from None
+
+
+def _static_attribute(obj: object, attribute: str, owner: str) -> object:
+    """An attribute of an object whose class is not installed code, found as Python finds it
+    but without running that class's code: an instance attribute, or its class's attribute
+    through the descriptor an installed class gives it (a function gives a bound method; a
+    property's getter is the user's code, which the read guard stops)."""
+    cls = type(obj)
+    found, member = static_lookup(cls, attribute)
+    computed = found and static_lookup(type(member), "__get__")[0]
+    overriding = computed and any(
+        static_lookup(type(member), name)[0] for name in ("__set__", "__delete__")
+    )
+    attributes = instance_attributes(obj)
+    if attribute in attributes and not overriding:
+        return attributes[attribute]
+    if not found:
+        raise AttributeError(attribute)
+    if not computed:
+        return member
+    if not readable(type(member)):
+        raise ToolInputError(
+            f"{owner}.{attribute} was not read: it is computed by {qualified_name(type(member))} "
+            f"({origin(type(member))}), and a read runs no code that is not installed code; "
+            "read it with run_code (it needs approval)"
+        )
+    return member.__get__(obj, cls)  # type: ignore[attr-defined]
 
 
 def _suggest(name: str, candidates: Sequence[str], fallback: str) -> str:
@@ -163,12 +221,22 @@ def _suggest(name: str, candidates: Sequence[str], fallback: str) -> str:
 
 def _attribute_hint(name: str, obj: object) -> str:
     try:
-        names = [attribute for attribute in dir(obj) if not attribute.startswith("__")]
-    except Exception:
+        with summaries.reading():  # a stop caught below is handled: no outer block raises it
+            names = [attribute for attribute in _names(obj) if not attribute.startswith("__")]
+    except (Exception, summaries.UserCodeStopped):
         names = []
     public = [attribute for attribute in names if not attribute.startswith("_")]
     listing = cut(", ".join(public), 300) if public else "none"
     return _suggest(name, names, f"Public attributes: {listing}.")
+
+
+def _names(obj: object) -> list[str]:
+    """``dir(obj)``; for an object whose class is not installed code, its instance attributes and
+    the names its classes define (its ``__dir__`` is not called)."""
+    if readable(type(obj)):
+        return dir(obj)
+    defined = (name for cls in static_mro(type(obj)) for name in class_dict(cls))
+    return sorted({*instance_attributes(obj), *defined})
 
 
 def _check_max_chars(max_chars: int) -> None:
@@ -191,11 +259,15 @@ def _column_names(columns: Sequence[str] | None) -> tuple[str, ...] | None:
 
 
 def _is_user_variable(name: object, value: object, hidden: Container[str]) -> bool:
-    if not isinstance(name, str) or name.startswith("_") or name in IPYTHON_NAMES:
+    if type(name) is not str or name.startswith("_") or name in IPYTHON_NAMES:
         return False
-    if isinstance(value, types.ModuleType) or _is_hidden(name, value, hidden):
+    if issubclass(type(value), types.ModuleType) or _is_hidden(name, value, hidden):
         return False
-    return not is_function_like(value) or getattr(value, "__module__", None) == "__main__"
+    if not is_function_like(value):
+        return True
+    if issubclass(type(value), type):
+        return class_module(value) == "__main__"  # type: ignore[arg-type]
+    return getattr(value, "__module__", None) == "__main__"
 
 
 def _is_hidden(name: str, value: object, hidden: Container[str]) -> bool:
@@ -205,11 +277,13 @@ def _is_hidden(name: str, value: object, hidden: Container[str]) -> bool:
 
 
 def _variable_row(name: str, value: object) -> list[str]:
-    kind = "class" if isinstance(value, type) else qualified_name(type(value))
+    kind = "class" if issubclass(type(value), type) else qualified_name(type(value))
     try:
         brief = summaries.brief(value)
     except Exception:  # a broken property or __sizeof__ must not hide the variable
         brief = summaries.Brief()
+    except summaries.UserCodeStopped:  # a library's method reached the user's code
+        brief = summaries.Brief(details="not read: would run code that is not installed code")
     return [cut(name, 40), cut(kind, 40), brief.size, brief.memory, brief.details]
 
 

@@ -11,7 +11,9 @@ Modules: ``common`` (limits, paging, detection, text), ``reprs`` (bounded repr),
 ``containers``, ``pandas``, ``numpy``, ``polars``, ``arrow``, ``xarray``, ``tensors``,
 ``device`` (CuPy and other device arrays), ``stored`` (h5py and zarr arrays in files), ``lazy`` (dask, Spark, polars LazyFrame),
 ``databases`` (connections and their tables, from the catalog), ``callables`` (functions,
-classes, modules) and ``objects`` (everything else).
+classes, modules) and ``objects`` (everything else). ``trust`` says whose methods a read may call
+(installed code's, and the classes opted in by name), ``readguard`` stops any other code that a
+read reaches.
 """
 
 from __future__ import annotations
@@ -54,7 +56,9 @@ from .common import (
 )
 from .numpy import is_ndarray
 from .pandas import is_dataframe, is_series
+from .readguard import UserCodeStopped, reading
 from .reprs import bounded_repr
+from .trust import readable
 
 # Most specific first: library kinds, then Python's own types, then the generic summary.
 KINDS: list[Kind] = [
@@ -74,7 +78,10 @@ KINDS: list[Kind] = [
 
 
 def kind_of(obj: object) -> Kind | None:
-    """The kind that summarises ``obj``, or None for the generic summary."""
+    """The kind that summarises ``obj``, or None for the generic summary (always for an object
+    whose class is not installed code: its methods are not called, ``objects.summarize_outside``)."""
+    if not readable(type(obj)):
+        return None
     libraries = libraries_of(type(obj))
     for kind in KINDS:
         if (not kind.libraries or kind.libraries & libraries) and kind.matches(obj):
@@ -86,10 +93,20 @@ def summarize(obj: object, label: str, paging: Paging) -> str:
     """Type-aware text summary of ``obj`` titled ``label`` (not yet cut to a size limit).
 
     Never raises on the object's type: a summary that fails, or runs past ``SUMMARY_SECONDS``,
-    gives a bounded description saying so. Raises ToolInputError when ``paging`` does not apply
-    to the object or points past its end.
+    gives a bounded description saying so. Code that is not installed code is stopped meanwhile
+    (``readguard``): a summary that reaches it gives that description too. Raises
+    ToolInputError when ``paging`` does not apply to the object or points past its end.
     """
-    kind = kind_of(obj)
+    with reading():
+        try:
+            with reading():  # a stop caught here is handled: the outer block does not raise it
+                kind = kind_of(obj)
+        except UserCodeStopped as stop:  # an ABC's check asked a metaclass of the user's
+            return _fallback(obj, label, f"its type could not be told ({stop})")
+        return _summarize_kind(obj, label, paging, kind)
+
+
+def _summarize_kind(obj: object, label: str, paging: Paging, kind: Kind | None) -> str:
     if paging.columns is not None and (kind is None or not kind.takes_columns):
         raise ToolInputError(
             f"columns= applies to DataFrames and tables only; {label!r} is a "
@@ -97,7 +114,7 @@ def summarize(obj: object, label: str, paging: Paging) -> str:
         )
     name = "generic" if kind is None else kind.name
     try:
-        with time_limit(SUMMARY_SECONDS):
+        with reading(), time_limit(SUMMARY_SECONDS):
             if kind is None:
                 return objects.summarize_object(obj, label, paging)
             return kind.summarize(obj, label, paging)
@@ -105,6 +122,8 @@ def summarize(obj: object, label: str, paging: Paging) -> str:
         raise
     except TookTooLong as late:
         return _fallback(obj, label, f"its {name} summary {late} and was cut off")
+    except UserCodeStopped as stop:
+        return _fallback(obj, label, f"its {name} summary was stopped: {stop}")
     except Exception as exc:
         why = cut(f"{type(exc).__name__}: {exc}", 200)
         return _fallback(obj, label, f"its {name} summary failed ({why})")
@@ -121,9 +140,13 @@ def _fallback(obj: object, label: str, why: str) -> str:
 
 
 def brief(obj: object) -> Brief:
-    """The shape or length, memory and details of ``obj`` for one row of ``list_variables``."""
-    kind = kind_of(obj)
-    return objects.brief_object(obj) if kind is None else kind.brief(obj)
+    """The shape or length, memory and details of ``obj`` for one row of ``list_variables``.
+
+    Raises UserCodeStopped when it reaches code that is not installed code (``readguard``).
+    """
+    with reading():
+        kind = kind_of(obj)
+        return objects.brief_object(obj) if kind is None else kind.brief(obj)
 
 
 __all__ = [
@@ -133,6 +156,7 @@ __all__ = [
     "Brief",
     "Kind",
     "Paging",
+    "UserCodeStopped",
     "bounded_repr",
     "brief",
     "cut",
@@ -146,6 +170,7 @@ __all__ = [
     "is_series",
     "kind_of",
     "qualified_name",
+    "reading",
     "shape_of",
     "summarize",
 ]

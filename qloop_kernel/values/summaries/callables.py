@@ -21,11 +21,19 @@ from .common import (
     qualified_name,
     reject_paging,
 )
+from .trust import readable, text_of
 
 
 def is_function_like(obj: object) -> bool:
-    """Classes, functions, methods, builtins and other named callables (ufuncs, dispatchers)."""
-    return isinstance(obj, type) or (callable(obj) and hasattr(obj, "__name__"))
+    """Classes, functions, methods, builtins and other named callables (ufuncs, dispatchers).
+
+    A callable object of a class that is not installed code is not one: its ``__name__`` may be
+    the user's ``__getattr__``.
+    """
+    cls = type(obj)
+    if issubclass(cls, type):
+        return True
+    return callable(obj) and readable(cls) and hasattr(obj, "__name__")
 
 
 def _callable_kind(obj: object) -> str:
@@ -142,21 +150,23 @@ def _function_of(member: object) -> types.FunctionType | None:
 def summarize_module(module: types.ModuleType, label: str, paging: Paging) -> str:
     """Name, version, file, first paragraph of the docstring and public names."""
     reject_paging(module, label, paging)
-    version = getattr(module, "__version__", None)
+    # the module's dict, not getattr(): a module's own __getattr__ would run for a missing name
+    namespace = vars(module)
+    version = text_of(namespace.get("__version__"))
     lines = [
-        f"{label}: module {module.__name__}"
-        + (f", version {version}" if isinstance(version, str) else ""),
-        f"File: {getattr(module, '__file__', None) or 'built-in'}",
+        f"{label}: module {text_of(namespace.get('__name__'))}"
+        + (f", version {version}" if version else ""),
+        f"File: {text_of(namespace.get('__file__')) or 'built-in'}",
     ]
-    doc = inspect.getdoc(module)
+    doc = text_of(namespace.get("__doc__"))
     if doc:
-        first_paragraph = doc.split("\n\n")[0]
+        first_paragraph = inspect.cleandoc(doc).split("\n\n")[0]
         lines.append(f"Doc: {cut(first_paragraph, 500)}")
-    exported = getattr(module, "__all__", None)
+    exported = namespace.get("__all__")
     names = (
-        sorted(str(name) for name in exported)
-        if isinstance(exported, (list, tuple))
-        else sorted(name for name in vars(module) if not name.startswith("_"))
+        sorted(name for name in map(text_of, exported) if name is not None)
+        if type(exported) is list or type(exported) is tuple
+        else sorted(name for name in namespace if not name.startswith("_"))
     )
     lines.append(f"Public names ({len(names):,}): {cut(', '.join(names), NAMES_CHARS)}")
     return "\n".join(lines)

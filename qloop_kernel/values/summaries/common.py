@@ -22,6 +22,15 @@ from typing import Any
 from qloop_kernel.errors import ToolInputError
 
 from ...text import clip, marker
+from .trust import (
+    class_module,
+    class_qualname,
+    is_subclass,
+    module_namespace,
+    readable,
+    static_lookup,
+    static_mro,
+)
 
 SAMPLE_ROWS = 10_000  # rows behind the statistics of a big Series or narrow DataFrame
 SAMPLE_CELLS = 150_000  # a wide frame's sample has fewer rows (at least MIN_SAMPLE_ROWS)
@@ -176,30 +185,36 @@ def loaded_module(name: str) -> Any:  # Any: whichever module the user's code im
 
 def loaded_class(module: str, name: str) -> type | None:
     """Class ``name`` of an already imported ``module``, or None."""
-    found = loaded_module(module)
-    # vars(), not getattr(): a module-level __getattr__ may import or warn on access.
-    cls = vars(found).get(name) if found is not None else None
-    return cls if isinstance(cls, type) else None
+    # the module's dict, not getattr(): a module-level __getattr__ may import or warn on access.
+    namespace = module_namespace(loaded_module(module))
+    cls = namespace.get(name) if namespace is not None else None
+    return cls if issubclass(type(cls), type) else None
 
 
 def instance_of(obj: object, module: str, *names: str) -> bool:
-    """Whether ``obj`` is an instance of one of the classes ``names`` of loaded ``module``."""
+    """Whether ``obj`` is an instance of one of the classes ``names`` of loaded ``module``.
+
+    An object of a class that is not installed code is checked against its MRO alone:
+    ``isinstance`` would read its ``__class__``, which such a class may compute.
+    """
     classes = tuple(cls for name in names if (cls := loaded_class(module, name)) is not None)
-    return bool(classes) and isinstance(obj, classes)
+    if not classes:
+        return False
+    if readable(type(obj)):
+        return isinstance(obj, classes)
+    return any(is_subclass(type(obj), cls) for cls in classes)
 
 
 def libraries_of(cls: type) -> frozenset[str]:
     """Top-level packages that define ``cls`` or one of its bases (``builtins`` included)."""
-    return _libraries(cls)
+    if type(cls) is type:  # a metaclass of the user's could hash or compare the class itself
+        return _libraries(cls)
+    return _libraries.__wrapped__(cls)
 
 
 @lru_cache(maxsize=512)
 def _libraries(cls: type) -> frozenset[str]:
-    return frozenset(_top_module(base) for base in cls.__mro__)
-
-
-def _top_module(cls: type) -> str:
-    return str(getattr(cls, "__module__", None) or "").partition(".")[0]
+    return frozenset((class_module(base) or "").partition(".")[0] for base in static_mro(cls))
 
 
 def is_plain_python(cls: type) -> bool:
@@ -213,20 +228,23 @@ def is_plain_python(cls: type) -> bool:
 def is_lazy_like(obj: object) -> bool:
     """Whether ``obj`` is of a library class with the methods of a deferred collection."""
     cls = type(obj)
-    if is_plain_python(cls) or isinstance(obj, type):
+    if is_plain_python(cls) or is_subclass(cls, type):
         return False
-    return any(hasattr(cls, marker) for marker in LAZY_MARKERS)
+    return any(static_lookup(cls, marker)[0] for marker in LAZY_MARKERS)
 
 
 def qualified_name(cls: type) -> str:
-    """Short qualified name of a class: ``pandas.DataFrame``, ``dict``, ``Thing`` (notebook)."""
-    module = str(getattr(cls, "__module__", None) or "")
-    name = name_of(cls)
+    """Short qualified name of a class: ``pandas.DataFrame``, ``dict``, ``Thing`` (notebook).
+
+    Read from the class's slots: the class's metaclass is not asked.
+    """
+    module = class_module(cls) or ""
+    name = class_qualname(cls)
     if module in ("builtins", "__main__", ""):
         return name
     for public in _public_modules(module):
-        found = loaded_module(public)
-        if found is not None and vars(found).get(name) is cls:
+        namespace = module_namespace(loaded_module(public))
+        if namespace is not None and namespace.get(name) is cls:
             return f"{public}.{name}"
     return f"{module}.{name}"
 
@@ -243,8 +261,10 @@ def name_of(obj: object) -> str:
 
 
 def shape_of(obj: object) -> tuple[int, ...] | None:
-    """The ``shape`` of an array-like object (numpy, pandas, torch, ...), or None."""
-    if isinstance(obj, type) or not hasattr(type(obj), "shape"):
+    """The ``shape`` of an array-like object (numpy, pandas, torch, ...), or None (also for an
+    object whose class is not installed code: its ``shape`` may be a property of the user's)."""
+    cls = type(obj)
+    if is_subclass(cls, type) or not readable(cls) or not hasattr(cls, "shape"):
         return None
     try:
         shape = obj.shape  # type: ignore[attr-defined]

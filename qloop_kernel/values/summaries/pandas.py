@@ -41,6 +41,7 @@ from .common import (
     qualified_name,
     window,
 )
+from .readguard import UserCodeStopped, reading
 from .reprs import bounded_repr
 
 # Relative cost per cell of an exact null count, by the kind of column.
@@ -99,13 +100,17 @@ def _frame_head(df: Any, positions: list[int], start: int, stop: int) -> str:
     if len(positions) < df.shape[1]:
         shown = f"; {len(positions)} of {df.shape[1]:,} columns, pass columns=[...] to pick others"
     try:
-        table = df.iloc[start:stop, positions].to_string(max_colwidth=HEAD_COLWIDTH)
-    except Exception as exc:  # a column pandas cannot render: each cell's bounded repr
+        with reading():  # pandas renders Python objects with their own repr
+            table = df.iloc[start:stop, positions].to_string(max_colwidth=HEAD_COLWIDTH)
+    except (
+        Exception,
+        UserCodeStopped,
+    ) as exc:  # a column pandas cannot render: each cell's bounded repr
         table = _plain_head(df, positions, start, stop, exc)
     return f"Rows {start:,}-{stop - 1:,} of {len(df):,}{shown}:\n{table}"
 
 
-def _plain_head(df: Any, positions: list[int], start: int, stop: int, exc: Exception) -> str:
+def _plain_head(df: Any, positions: list[int], start: int, stop: int, exc: BaseException) -> str:
     header = [_cell_name(df, position) for position in positions]
     rows = [
         [bounded_repr(df.iat[row, position], HEAD_COLWIDTH) for position in positions]
@@ -123,7 +128,9 @@ def sample_size(columns: int, python_columns: int = 0) -> int:
     return max(MIN_SAMPLE_ROWS, rows)
 
 
-def _sample_positions(length: int, size: int) -> Any:  # Any: a numpy array (numpy is not imported here)
+def _sample_positions(
+    length: int, size: int
+) -> Any:  # Any: a numpy array (numpy is not imported here)
     """Sorted positions of a seeded random sample, or None when everything fits in the sample."""
     if length <= size:
         return None
@@ -251,8 +258,9 @@ def _counted_in_python(dtype: Any) -> bool:
 def _pandas_counts(column: Any) -> _Counts | None:
     """pandas' ``value_counts`` of a (sampled) column; None when its cells cannot be counted."""
     try:
-        counts = column.value_counts(dropna=True)
-    except Exception:  # unhashable cells; Arrow types no counting kernel takes
+        with reading():  # hashing a Python object runs its class's __hash__ and __eq__
+            counts = column.value_counts(dropna=True)
+    except (Exception, UserCodeStopped):  # unhashable cells; Arrow types no counting kernel takes
         return None
     return _Counts(len(counts), list(islice(counts.items(), _TOP_VALUES)))
 
@@ -262,10 +270,13 @@ def _python_counts(values: Any) -> _Counts | None:
     equal counts, as pandas' ``value_counts``), its nulls taken out of the count; None when a
     cell cannot be hashed."""
     try:
-        counts = Counter(values.tolist())
+        with reading():  # hashing a Python object runs its class's __hash__ and __eq__
+            counts = Counter(values.tolist())
+            missing = [value for value in counts if type(value) is not str and _is_null(value)]
     except TypeError:  # unhashable cells (lists, dicts): pandas counts those its own way
         return None
-    missing = [value for value in counts if type(value) is not str and _is_null(value)]
+    except UserCodeStopped:  # cells whose __hash__ or __eq__ is not installed code
+        return None
     nulls = sum(counts.pop(value) for value in missing)
     return _Counts(len(counts), counts.most_common(_TOP_VALUES), nulls)
 
@@ -314,7 +325,9 @@ class _Sample:
         self._counts: dict[int, _Counts | None] = {}
         self._typed_null_shares: list[float] | None = None
 
-    def frame(self, members: list[int]) -> Any:  # Any: the user's pandas DataFrame (pandas untyped here)
+    def frame(
+        self, members: list[int]
+    ) -> Any:  # Any: the user's pandas DataFrame (pandas untyped here)
         """The sampled typed columns ``members`` as one frame."""
         return self._frame.iloc[:, [self._in_frame[i] for i in members]]
 
@@ -394,7 +407,7 @@ def _columns_section(df: Any, listed: list[int]) -> str:
     return "\n".join(parts)
 
 
-def _failure(exc: Exception) -> str:
+def _failure(exc: BaseException) -> str:
     return cut(f"{type(exc).__name__}: {exc}", 120)
 
 
@@ -512,8 +525,12 @@ def summarize_series(series: Any, label: str, paging: Paging) -> str:
 
 def _guarded(lines: Callable[[], list[str]], what: str) -> list[str]:
     try:
-        return lines()
-    except Exception as exc:  # a dtype the statistics or the rendering do not support
+        with reading():
+            return lines()
+    except (
+        Exception,
+        UserCodeStopped,
+    ) as exc:  # a dtype the statistics or the rendering do not support
         return [f"{what}: not shown ({_failure(exc)})"]
 
 
@@ -545,7 +562,11 @@ def _series_head(series: Any, start: int, stop: int) -> str:
     if stop <= start:
         return "No values." if not len(series) else ""
     frame = series.iloc[start:stop].to_frame(name="value" if series.name is None else series.name)
-    table = frame.to_string(max_colwidth=HEAD_COLWIDTH * 2)
+    try:
+        with reading():  # pandas renders Python objects with their own repr
+            table = frame.to_string(max_colwidth=HEAD_COLWIDTH * 2)
+    except (Exception, UserCodeStopped) as exc:  # each value's bounded repr
+        table = _plain_head(frame, [0], 0, stop - start, exc)
     return f"Values {start:,}-{stop - 1:,} of {len(series):,}:\n{table}"
 
 

@@ -24,7 +24,7 @@ import contextlib
 import gc
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any, NoReturn
 
@@ -63,13 +63,14 @@ class _Reading:
     def __enter__(self) -> None:
         if not _blocks():
             previous = sys.gettrace()
-            _state.previous = None if previous is _check else previous
+            _state.previous = None if any(previous is t for t in _TRACERS) else previous
+            _state.tracer = _check if _state.previous is None else _check_and_hand_on
             _state.profile = sys.getprofile()
             _state.stops = _state.reported = 0
             _state.collecting = gc.isenabled()
             gc.disable()  # no finalizer or weakref callback of the user's comes due meanwhile
         _blocks().append(_state.stops)
-        _settrace(_check)
+        _settrace(_state.tracer)
 
     def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
         entered = _blocks().pop()
@@ -77,7 +78,7 @@ class _Reading:
         if kind is not None or stopped:
             _state.reported = _state.stops  # the stop reaches the caller (raised again below)
         if _blocks():
-            _settrace(_check)  # a stop inside removed it
+            _settrace(_state.tracer)  # a stop inside removed it
             _setprofile(_state.profile)
         else:
             _settrace(_state.previous)
@@ -119,22 +120,32 @@ def allowing() -> Iterator[None]:
     try:
         yield
     finally:
-        _settrace(_check)
+        _settrace(_state.tracer)
+
+
+def _check(
+    frame: FrameType, event: str, arg: Any, _known: Callable[[str], object] = FILE_VERDICTS.get
+) -> None:
+    """The trace function: stop the frame when its code may not run (called at the start of every
+    function in the thread: an installed file's code is let through by one dictionary lookup)."""
+    if _known(frame.f_code.co_filename) is not True and not _allowed(frame):
+        _stop(frame)  # Python removes this trace function: the watch puts it back
 
 
 # Any: the trace function's return value, whatever the previous trace function returned
-def _check(frame: FrameType, event: str, arg: Any) -> Any:
-    """The trace function: stop the frame when its code may not run; else hand on."""
-    if FILE_VERDICTS.get(frame.f_code.co_filename) is not True and not _allowed(frame):
-        _stop(frame)  # Python removes this trace function: the watch puts it back
-    previous = _state.previous
-    return previous(frame, event, arg) if previous is not None else None
+def _check_and_hand_on(frame: FrameType, event: str, arg: Any) -> Any:
+    """The trace function when one was set before the read (a debugger's): checks, then hands on."""
+    _check(frame, event, arg)
+    return _state.previous(frame, event, arg)
+
+
+_TRACERS = (_check, _check_and_hand_on)
 
 
 def _watch(frame: FrameType, event: str, arg: Any) -> None:
     """The profile function set while the trace function is away (after a stop): it puts the
     trace function back, and stops a frame the trace function did not see."""
-    _settrace(_check)
+    _settrace(_state.tracer)
     if event == "call" and not _allowed(frame):
         _stop(frame)  # Python removes this profile function: the trace function is back
     _setprofile(_state.profile)
