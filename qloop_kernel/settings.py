@@ -4,7 +4,8 @@ Sources, later ones winning: these defaults, the environment (``QLOOP_MODEL``, `
 ``QLOOP_APPROVAL``, ``QLOOP_ASK_READ``, ``QLOOP_PRICE``), traitlets config
 (``c.QloopAgent.model = ...``; a trait left unset, None, keeps the environment's value, and config
 names no price), ``%agent set``, a cell's options (``notebook/options.py``). ``settings_from``
-applies the first three.
+applies the first three, over the admin floor (``policy/admin.py``): the admin's default model where
+none is chosen, and a choice below the floor refused with the admin's line.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .contracts import Limits
 from .errors import QloopError, UnknownModelPrice
+from .policy.admin import AdminError, admin_floor
 from .policy.permissions import POLICIES, Policy
 from .pricing import Price, platform_price, price_figures
 from .providers import (
@@ -188,4 +190,21 @@ def settings_from(config: Mapping[str, Any], environ: Mapping[str, str]) -> Sett
             values["price"] = price_figures(price)
         except ValueError as exc:
             raise SettingsError(f"QLOOP_PRICE: {exc}") from None
-    return Settings(**values)
+    return _above_floor(values)
+
+
+def _above_floor(values: dict[str, Any]) -> Settings:
+    """Settings from ``values`` and the admin floor (policy/admin.py): its default model where
+    none was chosen; a choice below the floor refused with the admin's line."""
+    try:
+        floor = admin_floor()
+    except AdminError as exc:
+        raise SettingsError(str(exc)) from None
+    default = floor.default_model()
+    if default is not None and "model" not in values:
+        values["model"] = default[0]
+    settings = Settings(**values)
+    refusal = floor.refusal(settings.provider, settings.model, settings.approve)
+    if refusal is not None:
+        raise SettingsError(refusal)
+    return settings
