@@ -227,7 +227,7 @@ def _null_texts(
 def _null_text(df: Any, sample: _Sample, position: int, i: int, exact: bool) -> str:
     try:
         if exact:
-            return count_with_share(_null_count(df.iloc[:, position]), len(df))
+            return count_with_share(_null_count(sample.whole(i)), len(df))
         return _estimated_nulls(sample.null_share(i))
     except Exception:  # a dtype without a null test
         return "?"
@@ -317,13 +317,26 @@ class _Sample:
         self._positions = listed
         self._rows = slice(None) if rows is None else rows
         self.length = len(df) if rows is None else len(rows)
-        dtypes = df.dtypes
-        self.dtypes = [dtypes.iloc[position] for position in listed]
+        dtypes = df.dtypes.tolist()  # one call, not one a column
+        self.dtypes = [dtypes[position] for position in listed]
         typed = [i for i, dtype in enumerate(self.dtypes) if not _counted_in_python(dtype)]
         self._in_frame = {i: k for k, i in enumerate(typed)}
         self._frame = df.iloc[self._rows, [listed[i] for i in typed]]
         self._counts: dict[int, _Counts | None] = {}
         self._typed_null_shares: list[float] | None = None
+        self._whole: dict[int, Any] = {}  # listed column i, all its rows, taken once
+        last = max(listed, default=-1) + 1
+        if last <= 2 * len(listed):  # most of the first columns: taken in one pass
+            wanted = {position: i for i, position in enumerate(listed)}
+            for position, (_, whole) in enumerate(islice(df.items(), last)):
+                if position in wanted:
+                    self._whole[wanted[position]] = whole
+
+    def whole(self, i: int) -> Any:  # Any: a pandas Series of the user's frame
+        """Listed column ``i`` with all its rows (taken once, for its nulls and its cells)."""
+        if i not in self._whole:
+            self._whole[i] = self._df.iloc[:, self._positions[i]]
+        return self._whole[i]
 
     def frame(
         self, members: list[int]
@@ -334,7 +347,7 @@ class _Sample:
     def column(self, i: int) -> Any:  # Any: a pandas Series of the user's frame
         if i in self._in_frame:
             return self._frame.iloc[:, self._in_frame[i]]
-        return self._df.iloc[self._rows, self._positions[i]]
+        return self.whole(i).iloc[self._rows]
 
     def name(self, i: int) -> str:
         return cut(str(self._df.columns[self._positions[i]]), 30)
@@ -350,7 +363,7 @@ class _Sample:
     def _python_values(self, i: int) -> Any:  # Any: a numpy object array of the sample
         """Column ``i``'s sampled cells as an array of Python objects."""
         np = loaded_module("numpy")
-        column = self._df.iloc[:, self._positions[i]]
+        column = self.whole(i)
         if isinstance(column.dtype, np.dtype):  # object dtype: a view of the frame's values
             return column.to_numpy()[self._rows]
         return self.column(i).to_numpy(dtype=object)
@@ -382,8 +395,8 @@ class _Sample:
 
 def _columns_section(df: Any, listed: list[int]) -> str:
     n_rows = len(df)
-    dtypes = df.dtypes
-    python_columns = sum(_counted_in_python(dtypes.iloc[position]) for position in listed)
+    dtypes = df.dtypes.tolist()
+    python_columns = sum(_counted_in_python(dtypes[position]) for position in listed)
     size = sample_size(len(listed), python_columns)
     sample = _Sample(df, listed, _sample_positions(n_rows, size))
     nulls, estimated = _null_texts(df, sample, listed, sample.dtypes)
@@ -457,7 +470,8 @@ def _numeric_stats(frame: Any) -> list[list[str]]:
         quartiles.iloc[2],
         frame.max(),
     ]
-    return [[format_number(stat.iloc[i]) for stat in columns] for i in range(frame.shape[1])]
+    values = [stat.tolist() for stat in columns]  # one call a statistic, not one a cell
+    return [[format_number(stat[i]) for stat in values] for i in range(frame.shape[1])]
 
 
 def _datetime_table(sample: _Sample, members: list[int], nulls: list[str]) -> str:
