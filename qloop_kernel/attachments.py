@@ -26,8 +26,7 @@ from typing import Any, Literal
 
 from .errors import QloopError
 from .messages import Block
-from .redact import redact_text
-from .text import truncate
+from .redact import redacted_truncate
 
 TEXT_CHARS = 20_000
 TABLE_ROWS = 20
@@ -129,7 +128,7 @@ def attach_cell(cell_id: str, cell_source: Callable[[str], str | None]) -> Attac
             'known once it ran; its id is in the notebook file\'s cell "id")'
         )
     digest = hashlib.sha256(source.encode("utf-8")).hexdigest()
-    shown = redact_text(truncate(source, TEXT_CHARS))
+    shown = redacted_truncate(source, TEXT_CHARS)
     note = (
         f"cut to {TEXT_CHARS:,} of {len(source):,} characters" if len(source) > TEXT_CHARS else ""
     )
@@ -203,7 +202,7 @@ def _text_file(path: Path, name: str) -> Attachment:
         )
     text = raw.decode("utf-8", errors="replace")
     whole = len(text) <= TEXT_CHARS and path.stat().st_size <= MAX_TEXT_FILE_BYTES
-    shown = redact_text(truncate(text, TEXT_CHARS))
+    shown = redacted_truncate(text, TEXT_CHARS)
     note = "" if whole else f"cut to {TEXT_CHARS:,} of {path.stat().st_size:,} bytes"
     block = _text(f'<attached file="{name}">\n{shown}\n</attached>')
     return Attachment("file", name, [block], file_hash(path), note)
@@ -269,7 +268,7 @@ def _parquet(path: Path, name: str) -> Attachment:
 
 
 def _table(name: str, body: str, digest: str, rows: int) -> Attachment:
-    shown = redact_text(truncate(body, TABLE_CHARS))
+    shown = redacted_truncate(body, TABLE_CHARS)
     block = _text(f'<attached table="{name}">\n{shown}\n</attached>')
     return Attachment("table", name, [block], digest, f"schema and first {rows} rows")
 

@@ -17,7 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .records import signing
-from .text import marker, truncate
+from .redact import redacted_head, redacted_truncate
+from .text import marker
 
 NOTEBOOK_VIEW_KEY = "qloopNotebook"  # in a `qloop run` request's metadata: the notebook it runs
 CELLS_KEY = "qloopCells"
@@ -67,15 +68,15 @@ def _output(output: Any) -> dict[str, Any]:
         text = _text(output.get("text"))
         name = output.get("name")
         return {"output_type": kind, "name": name if isinstance(name, str) else "",
-                "text": text[:OUTPUT_CHARS], "chars": len(text)}  # fmt: skip
+                "text": redacted_head(text, OUTPUT_CHARS), "chars": len(text)}  # fmt: skip
     if kind == "error":
-        return {"output_type": kind, "ename": _text(output.get("ename"))[:200],
-                "evalue": _text(output.get("evalue"))[:OUTPUT_CHARS]}  # fmt: skip
+        return {"output_type": kind, "ename": redacted_head(_text(output.get("ename")), 200),
+                "evalue": redacted_head(_text(output.get("evalue")), OUTPUT_CHARS)}  # fmt: skip
     if kind in _RICH:
         data = output.get("data")
         data = data if isinstance(data, Mapping) else {}
         text = _text(data.get("text/plain"))
-        return {"output_type": kind, "text": text[:OUTPUT_CHARS], "chars": len(text),
+        return {"output_type": kind, "text": redacted_head(text, OUTPUT_CHARS), "chars": len(text),
                 "mime": sorted(str(k) for k in data)}  # fmt: skip
     return {"output_type": kind}
 
@@ -114,7 +115,7 @@ def notebook_view(
             "cell_type": kind,
             "execution_count": count if isinstance(count, int) else None,
             "agent": isinstance(metadata, Mapping) and "qloop" in metadata,
-            "source": source[:SOURCE_CHARS],
+            "source": redacted_head(source, SOURCE_CHARS),  # a cut secret: redacted whole
             "source_chars": len(source),
         }
         found = cell.get("outputs")
@@ -183,7 +184,7 @@ def render(view: Mapping[str, Any], *, running_cell: str | None = None) -> str:
         lines.append(f"\nno cell with these ids: {', '.join(missing)}")
     if omitted:
         lines.append(f"\n{omitted} cells listed without their content: read them by id")
-    return truncate("\n".join(lines), RESULT_CHARS)
+    return redacted_truncate("\n".join(lines), RESULT_CHARS)
 
 
 def _label(index: int, cell: Mapping[str, Any], running_cell: str | None) -> str:

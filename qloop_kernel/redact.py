@@ -4,8 +4,14 @@ Sources: the values of environment variables whose names look secret (KEY, TOKEN
 the passwords inside connection strings held by variables named like ``*_URL``, ``*_DSN``, ``*_URI``;
 strings shaped like well-known API keys; the password part of any URL with credentials
 (``postgres://user:[REDACTED]@host/db``); and, while an agent step runs, the values of the variables the
-user marked private. Pieces of a token-like secret value are redacted too: tools cut long values (a
-preview, a page of a string), and a cut must not show the head or tail of a key.
+user marked private. Pieces of a token-like secret value are redacted too. Everything is found on the
+original text, and each redacted span grows to the whole token-like run around it, so a piece of one
+key never leaves the rest of another behind (two keys of one provider share a prefix).
+
+A bounded view of a value (a page, a preview, a truncation) is cut from the redaction of the whole with
+:meth:`Redactor.excerpt`: only a window around the cut is read (the longest secret and ``WINDOW_MARGIN``
+more on each side), so a page of a huge string costs what the page costs, and no cut shows a piece of a
+secret.
 
 While an agent cell runs, what is printed, displayed, raised, and written to the process's file
 descriptors (subprocesses, C code, the kernel's own terminal echo) passes through the redaction.
@@ -25,10 +31,13 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 from urllib.parse import unquote
 
+from .text import marker
+
 _R = TypeVar("_R")
+_Text = TypeVar("_Text", str, bytes, bytearray)
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
 KEY_SHAPES = re.compile(
@@ -52,6 +61,10 @@ _KEYWORD_PASSWORD = re.compile(  # libpq and ODBC key=value strings: password=..
     r"\b(?:password|passwd|pwd)\s*=\s*(?:'([^']*)'|\"([^\"]*)\"|([^\s;]+))", re.IGNORECASE
 )
 REDACTED = "[REDACTED]"
+_TOKEN_RUN = re.compile(r"[A-Za-z0-9_\-]*")  # a key's characters: a redacted span grows over them
+# What a cut reads past its edges besides the longest secret: more than the longest URL credential
+# match (about 550 characters) and any key shape a provider issues, twice over.
+WINDOW_MARGIN = 2_048
 MIN_FRAGMENT = 12  # a piece of a token-like secret this long or longer is redacted
 _MIN_SECRET_LEN = 8  # shorter values ("1", "true") would redact ordinary text
 _MIN_TOKEN_LEN = 16  # values this long made of letters and digits count as tokens
@@ -116,6 +129,47 @@ def redact_text(text: str, environ: Mapping[str, str] | None = None) -> str:
     return Redactor.from_environ(environ).text(text)
 
 
+@overload
+def redacted_excerpt(value: str, start: int, stop: int) -> str: ...
+@overload
+def redacted_excerpt(value: bytes, start: int, stop: int) -> bytes: ...
+@overload
+def redacted_excerpt(value: bytearray, start: int, stop: int) -> bytearray: ...
+def redacted_excerpt(value: _Text, start: int, stop: int) -> _Text:
+    """``value[start:stop]`` cut from the redaction of the whole ``value`` (see Redactor.excerpt;
+    bytes as Redactor.excerpt_bytes reads them)."""
+    redactor = Redactor.from_environ()
+    if isinstance(value, str):
+        return redactor.excerpt(value, start, stop)
+    shown = redactor.excerpt_bytes(value, start, stop)
+    return bytearray(shown) if isinstance(value, bytearray) else shown
+
+
+@overload
+def redacted_head(value: str, length: int) -> str: ...
+@overload
+def redacted_head(value: bytes, length: int) -> bytes: ...
+@overload
+def redacted_head(value: bytearray, length: int) -> bytearray: ...
+def redacted_head(value: _Text, length: int) -> _Text:
+    """The first ``length`` characters (or bytes) of ``value``: all of it when it is no longer (it is
+    redacted whole where it is shown), else its start cut from the redacted whole."""
+    if len(value) <= length:
+        return value[:length]
+    return redacted_excerpt(value, 0, length)[:length]
+
+
+def redacted_clip(text: str, limit: int, ellipsis: str = "…") -> str:
+    """``text`` if it fits in ``limit`` characters, else its start, cut from the redacted whole."""
+    return text if len(text) <= limit else Redactor.from_environ().clip(text, limit, ellipsis)
+
+
+def redacted_truncate(text: str, limit: int, *, note: str | None = None) -> str:
+    """``text`` redacted and bounded as :func:`qloop_kernel.text.truncate` bounds it; each part is
+    cut from the redacted whole."""
+    return Redactor.from_environ().truncate(text, limit, note=note)
+
+
 # Any: a JSON-like value of any shape, given back in that shape (tuples as lists)
 def redact(value: Any, environ: Mapping[str, str] | None = None) -> Any:
     """A deep copy of a JSON-like value with every string redacted."""
@@ -139,16 +193,71 @@ class Redactor:
 
     def text(self, text: str) -> str:
         """``text`` with secret values, their pieces and key-shaped strings replaced."""
+        return _replaced(text, self.spans(text), 0, len(text))
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """Where ``text`` holds secrets: sorted, disjoint ``(start, end)`` spans, each grown to the
+        whole token-like run around it. Everything is found on ``text`` as it is."""
+        found: list[tuple[int, int]] = []
+        masked = text  # whole occurrences blanked (same length): their pieces need no search
         for secret in self.secrets:
-            if secret in text:
-                text = text.replace(secret, REDACTED)
+            if whole := _occurrences(text, secret):
+                found += whole
+                masked = masked.replace(secret, "\0" * len(secret))
         for secret in self.secrets:
-            text = _redact_pieces(text, secret)
+            found += _piece_spans(masked, secret)
         if "://" in text:
-            text = URL_CREDENTIALS.sub(lambda m: f"{m['head']}{REDACTED}@", text)
-        for shape in _extra_shapes:
-            text = shape.sub(lambda m: REDACTED if m[0] else "", text)
-        return KEY_SHAPES.sub(REDACTED, text)
+            found += [m.span("password") for m in URL_CREDENTIALS.finditer(text)]
+        found += [m.span() for m in KEY_SHAPES.finditer(text)]
+        found += [m.span() for shape in _extra_shapes for m in shape.finditer(text) if m[0]]
+        return _merged([_grown(text, start, end) for start, end in found])
+
+    def excerpt(self, text: str, start: int, stop: int) -> str:
+        """``text[start:stop]`` as the redaction of the whole ``text`` shows it: a secret that the
+        cut crosses is ``[REDACTED]``, never a piece of it. Reads only a window around the cut."""
+        start, stop = max(0, start), min(len(text), stop)
+        if start >= stop:
+            return ""
+        low, high = self._window(len(text), start, stop)
+        around = text[low:high]
+        return _replaced(around, self.spans(around), start - low, stop - low)
+
+    def excerpt_bytes(self, data: bytes | bytearray, start: int, stop: int) -> bytes:
+        """``data[start:stop]`` redacted as :meth:`excerpt` does (bytes read as Latin-1, so ASCII
+        secrets are found and every other byte is kept as it is)."""
+        start, stop = max(0, start), min(len(data), stop)
+        if start >= stop:
+            return b""
+        low, high = self._window(len(data), start, stop)
+        around = bytes(data[low:high]).decode("latin-1")
+        shown = _replaced(around, self.spans(around), start - low, stop - low)
+        return shown.encode("latin-1")
+
+    def clip(self, text: str, limit: int, ellipsis: str = "…") -> str:
+        """``text`` if it fits in ``limit`` characters, else its redacted start ending in ``ellipsis``
+        (as :func:`qloop_kernel.text.clip`, cut from the redacted whole)."""
+        if len(text) <= limit:
+            return text
+        room = max(0, limit - len(ellipsis))
+        return self.excerpt(text, 0, room)[:room] + ellipsis
+
+    def truncate(self, text: str, limit: int, *, note: str | None = None) -> str:
+        """``text`` redacted, kept whole if it fits in ``limit`` characters, else its head and tail
+        around the truncation marker (or its head and ``note``), as :func:`qloop_kernel.text.truncate`
+        does, each part cut from the redacted whole."""
+        if len(text) <= limit:
+            return self.text(text)
+        if note is not None:
+            return self.excerpt(text, 0, limit)[:limit] + note
+        head = limit * 2 // 3
+        tail = limit - head
+        omitted = len(text) - head - tail
+        shown_tail = self.excerpt(text, len(text) - tail, len(text)) if tail else ""
+        return self.excerpt(text, 0, head)[:head] + f"\n{marker(omitted)}\n" + shown_tail[-tail:]
+
+    def _window(self, length: int, start: int, stop: int) -> tuple[int, int]:
+        reach = WINDOW_MARGIN + max((len(secret) for secret in self.secrets), default=0)
+        return max(0, start - reach), min(length, stop + reach)
 
     def value(self, value: Any) -> Any:  # Any: a JSON-like value, given back in its shape
         """A deep copy of a JSON-like value with every string redacted."""
@@ -186,7 +295,17 @@ def _grams(secret: str) -> tuple[tuple[int, str], ...]:
     return tuple((start, secret[start : start + size]) for start in starts)
 
 
-def _redact_pieces(text: str, secret: str) -> str:
+def _occurrences(text: str, secret: str) -> list[tuple[int, int]]:
+    found: list[tuple[int, int]] = []
+    at = text.find(secret)
+    while at != -1:
+        found.append((at, at + len(secret)))
+        at = text.find(secret, at + len(secret))
+    return found
+
+
+def _piece_spans(text: str, secret: str) -> list[tuple[int, int]]:
+    """The pieces of ``secret`` (MIN_FRAGMENT characters or more) that ``text`` holds."""
     spans: list[tuple[int, int]] = []
     for offset, gram in _grams(secret):
         at = text.find(gram)
@@ -195,13 +314,42 @@ def _redact_pieces(text: str, secret: str) -> str:
             if end - start >= MIN_FRAGMENT:
                 spans.append((start, end))
             at = text.find(gram, at + 1)
-    if not spans:
-        return text
-    parts, last = [], 0
-    for start, end in _merged(spans):
-        parts += [text[last:start], REDACTED]
-        last = end
-    return "".join([*parts, text[last:]])
+    return spans
+
+
+def _grown(text: str, start: int, end: int) -> tuple[int, int]:
+    """``(start, end)`` grown to the whole token-like run around it: the rest of a credential that
+    shares a piece with a secret goes with it."""
+    return _run_start(text, start), end + _run_length(text, end)
+
+
+def _run_length(text: str, at: int) -> int:
+    found = _TOKEN_RUN.match(text, at)
+    return found.end() - at if found else 0
+
+
+def _run_start(text: str, at: int) -> int:
+    """Where the token-like run ending at ``at`` starts: read backwards in growing chunks."""
+    size = 64
+    while at > 0:
+        low = max(0, at - size)
+        backwards = text[low:at][::-1]
+        run = _run_length(backwards, 0)
+        if run < len(backwards):
+            return at - run
+        at, size = low, size * 2
+    return 0
+
+
+def _replaced(text: str, spans: list[tuple[int, int]], start: int, stop: int) -> str:
+    """``text[start:stop]`` with each of ``spans`` it overlaps replaced by ``[REDACTED]``."""
+    parts, last = [], start
+    for low, high in spans:
+        if high <= start or low >= stop:
+            continue
+        parts += [text[last : max(low, start)], REDACTED]
+        last = min(high, stop)
+    return "".join([*parts, text[last:stop]])
 
 
 def _extend(text: str, secret: str, at: int, offset: int, size: int) -> tuple[int, int]:
@@ -392,6 +540,13 @@ class PrivateVariables:
         """A redactor for the environment's secrets plus the private values in ``namespace``."""
         secrets = {*Redactor.from_environ().secrets, *self.values(namespace)}
         return Redactor(tuple(sorted(secrets, key=len, reverse=True)))
+
+    @contextlib.contextmanager
+    def redacting(self, namespace: Mapping[str, object]) -> Iterator[Redactor]:
+        """Every redaction meanwhile (the cuts of the views a tool builds included) also redacts
+        the private values in ``namespace``; gives the redactor for what the tool returns."""
+        with redacting_also(self.values(namespace)):
+            yield Redactor.from_environ()
 
 
 def private_variables(session: Any) -> PrivateVariables:

@@ -96,10 +96,11 @@ def _builtin_set(tools: BuiltinTools) -> list[Tool]:
         approximate memory. Modules, IPython internals and names starting with _ are left out."""
         ns, private = shell.user_ns, tools.private()
         shown = {k: v for k, v in ns.items() if k not in private.names}
-        listing = namespace.list_variables(shown, hidden=shell.user_ns_hidden)
+        with private.redacting(ns) as redactor:  # the previews' cuts too
+            listing = namespace.list_variables(shown, hidden=shell.user_ns_hidden)
         if hidden := sorted(n for n in private.names if n in ns):
             listing += "\nprivate (the user keeps these from the agent): " + ", ".join(hidden)
-        return private.redactor(ns).text(listing)
+        return redactor.text(listing)
 
     def inspect_variable(
         name: str,
@@ -125,10 +126,11 @@ def _builtin_set(tools: BuiltinTools) -> list[Tool]:
                 "`%agent private`, so tools do not inspect or print it. Work without its value, "
                 "or ask the user."
             )
-        summary = namespace.inspect_variable(
-            shell.user_ns, name, columns=columns, offset=offset, rows=rows
-        )
-        return private.redactor(shell.user_ns).text(summary)
+        with private.redacting(shell.user_ns) as redactor:  # a page's cut too
+            summary = namespace.inspect_variable(
+                shell.user_ns, name, columns=columns, offset=offset, rows=rows
+            )
+        return redactor.text(summary)
 
     def notebook_history(last: Annotated[int, Interval(ge=1, le=100)] = 10) -> str:
         """The cells the user ran most recently in this kernel: source and short output. Without
@@ -138,8 +140,9 @@ def _builtin_set(tools: BuiltinTools) -> list[Tool]:
         Args:
             last: how many recent cells to show
         """
-        text = history.notebook_history(shell, last=last)
-        return tools.private().redactor(shell.user_ns).text(text)
+        with tools.private().redacting(shell.user_ns) as redactor:
+            text = history.notebook_history(shell, last=last)
+        return redactor.text(text)
 
     def read_notebook(cells: list[str] | None = None, outputs: bool = True) -> str:
         """Read the open notebook as the user sees it: every cell in order with its id, type
@@ -159,8 +162,9 @@ def _builtin_set(tools: BuiltinTools) -> list[Tool]:
                 "the notebook could not be read just now (its page did not answer); "
                 "notebook_history shows what this kernel ran"
             )
-        text = render(view, running_cell=tools.binding.running_cell)
-        return tools.private().redactor(shell.user_ns).text(text)
+        with tools.private().redacting(shell.user_ns) as redactor:
+            text = render(view, running_cell=tools.binding.running_cell)
+        return redactor.text(text)
 
     return [
         Tool.from_function(list_variables, requires_approval=False),

@@ -7,7 +7,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from qloop_kernel.text import marker, truncate
+from qloop_kernel.redact import redacted_truncate
+from qloop_kernel.text import marker
 from qloop_kernel.values.summaries import bounded_repr, fit_text
 
 MIN_MAX_CHARS = 500  # room for the title, a cut cell and the truncation markers
@@ -79,7 +80,9 @@ def _running_counts(shell: Any) -> set[int]:
 def _cell_block(count: int, source: str, outputs: Mapping[int, object], *, running: bool) -> str:
     state = " (running now)" if running else ""
     text = source.strip("\n")
-    text = truncate(text, CELL_SOURCE_CHARS, note=f"\n{marker(len(text) - CELL_SOURCE_CHARS)}")
+    if len(text) > CELL_SOURCE_CHARS:  # a secret the cut crosses is redacted whole
+        note = f"\n{marker(len(text) - CELL_SOURCE_CHARS)}"
+        text = redacted_truncate(text, CELL_SOURCE_CHARS, note=note)
     lines = [f"In [{count}]{state}:", text]
     if count in outputs:
         rendered = bounded_repr(outputs[count], OUTPUT_CHARS)

@@ -38,9 +38,8 @@ from ..policy.permissions import (
 )
 from ..policy.pipeline import PermissionPipeline
 from ..policy.risk import Assessment, Reason
-from ..redact import redact_text
+from ..redact import redact_text, redacted_truncate
 from ..text import clip
-from ..text import truncate as bounded
 
 log = logging.getLogger("qloop.tools")
 _RUNNING_CALL: ContextVar[str | None] = ContextVar("qloop_running_call", default=None)
@@ -292,8 +291,10 @@ def strip_ansi(text: str) -> str:
 
 
 def truncate(text: str, limit: int = MAX_RESULT_CHARS) -> str:
-    """Keep the head and tail of ``text`` with the package's one truncation marker in between."""
-    return bounded(text, limit)
+    """``text`` redacted, its head and tail kept around the package's one truncation marker when it
+    is longer than ``limit``; each part is cut from the redacted whole, so no cut shows a piece of
+    a secret."""
+    return redacted_truncate(text, limit)
 
 
 def to_content(value: Any, limit: int = MAX_RESULT_CHARS) -> list[Block]:
@@ -301,12 +302,12 @@ def to_content(value: Any, limit: int = MAX_RESULT_CHARS) -> list[Block]:
     if isinstance(value, list) and all(isinstance(b, dict) and "type" in b for b in value):
         return [_bound_block(b, limit) for b in value] or [{"type": "text", "text": "(no output)"}]
     text = value if isinstance(value, str) else json.dumps(value, default=repr, ensure_ascii=False)
-    return [{"type": "text", "text": redact_text(truncate(text, limit)) or "(no output)"}]
+    return [{"type": "text", "text": truncate(text, limit) or "(no output)"}]
 
 
 def _bound_block(block: Block, limit: int) -> Block:
     if block.get("type") == "text":
-        return {**block, "text": redact_text(truncate(str(block.get("text", "")), limit))}
+        return {**block, "text": truncate(str(block.get("text", "")), limit)}
     return block
 
 
@@ -491,7 +492,7 @@ class ToolRuntime:
         content = to_content(value, self.max_result_chars)
         if kind == "edited":
             note = f"Note: the user edited the input before approving; what ran was: {json.dumps(as_run)}"
-            content = [{"type": "text", "text": redact_text(truncate(note, 4000))}, *content]
+            content = [{"type": "text", "text": truncate(note, 4000)}, *content]
         return ToolOutcome(call, content, False, kind, as_run, approval_wait_s=waited)
 
     def _denied(self, call: ToolCall, decision: Deny, waited: float) -> ToolOutcome:
@@ -536,7 +537,7 @@ class ToolRuntime:
         as_run: dict[str, Any] | None = None,
         waited: float = 0.0,
     ) -> ToolOutcome:
-        content: list[Block] = [{"type": "text", "text": redact_text(truncate(text, 8000))}]
+        content: list[Block] = [{"type": "text", "text": truncate(text, 8000)}]
         return ToolOutcome(call, content, True, kind, as_run or call.input, approval_wait_s=waited)
 
     def _log(self, outcome: ToolOutcome) -> None:

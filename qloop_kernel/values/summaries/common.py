@@ -21,7 +21,8 @@ from typing import Any
 
 from qloop_kernel.errors import ToolInputError
 
-from ...text import clip, marker
+from ...redact import redacted_clip, redacted_excerpt
+from ...text import marker
 from .trust import (
     class_module,
     class_qualname,
@@ -351,8 +352,9 @@ def _dim(dim: float) -> str:
 
 
 def cut(text: str, limit: int) -> str:
-    """``text`` cut to at most ``limit`` characters, ending in ``...`` when cut."""
-    return clip(text, limit, "...")
+    """``text`` cut to at most ``limit`` characters, ending in ``...`` when cut (from the redacted
+    whole: no piece of a secret is left at the cut)."""
+    return redacted_clip(text, limit, "...")
 
 
 def fit_text(text: str, max_chars: int, hint: str) -> str:
@@ -367,7 +369,8 @@ def fit_text(text: str, max_chars: int, hint: str) -> str:
     end = text.rfind("\n", 0, budget + 1)
     if end < budget // 2:
         end = max(budget, 0)
-    return text[:end] + "\n" + marker(total - end, f"of {total:,} characters", hint)
+    kept = redacted_excerpt(text, 0, end)[:end]  # a secret the cut crosses is redacted whole
+    return kept + "\n" + marker(total - end, f"of {total:,} characters", hint)
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any, cast
 
+from ...redact import redacted_excerpt
 from .common import (
     BYTES_EXCERPT,
     ITEM_CHARS,
@@ -178,7 +179,7 @@ def summarize_str(text: str, label: str, paging: Paging) -> str:
         return header + "\n(empty string)"
     return (
         f"{header}\nCharacters {paging.offset:,}-{stop - 1:,} of {len(text):,} "
-        f"(page with offset=):\n{text[paging.offset : stop]}"
+        f"(page with offset=):\n{redacted_excerpt(text, paging.offset, stop)}"
     )
 
 
@@ -189,7 +190,7 @@ def summarize_bytes(data: bytes | bytearray, label: str, paging: Paging) -> str:
     return (
         f"{label}: {qualified_name(type(data))}, {len(data):,} bytes\n"
         f"Bytes {paging.offset:,}-{max(stop - 1, 0):,}: "
-        f"{bytes(data[paging.offset : stop])!r}"
+        f"{bytes(redacted_excerpt(data, paging.offset, stop))!r}"
     )
 
 

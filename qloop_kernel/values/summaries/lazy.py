@@ -41,6 +41,7 @@ from .common import (
     qualified_name,
 )
 from .numpy import format_array
+from .pandas import strings_cut
 from .reprs import bounded_repr
 
 T = TypeVar("T")
@@ -182,11 +183,8 @@ def _dask_head(collection: Any, columns: list[str] | None, paging: Paging, label
             "computes other partitions); select them with run_code"
         )
     shown = head.iloc[paging.offset :]
-    table = (
-        shown.to_frame().to_string(max_colwidth=HEAD_COLWIDTH)
-        if shown.ndim == 1
-        else (shown.to_string(max_colwidth=HEAD_COLWIDTH))
-    )
+    frame = shown.to_frame() if shown.ndim == 1 else shown
+    table = strings_cut(frame, HEAD_COLWIDTH).to_string(max_colwidth=HEAD_COLWIDTH)
     first, last = paging.offset, paging.offset + len(shown) - 1
     return f"Rows {first:,}-{last:,} of the first partition (only that partition was computed):\n{table}"
 

@@ -101,13 +101,29 @@ def _frame_head(df: Any, positions: list[int], start: int, stop: int) -> str:
         shown = f"; {len(positions)} of {df.shape[1]:,} columns, pass columns=[...] to pick others"
     try:
         with reading():  # pandas renders Python objects with their own repr
-            table = df.iloc[start:stop, positions].to_string(max_colwidth=HEAD_COLWIDTH)
+            part = strings_cut(df.iloc[start:stop, positions], HEAD_COLWIDTH)
+            table = part.to_string(max_colwidth=HEAD_COLWIDTH)
     except (
         Exception,
         UserCodeStopped,
     ) as exc:  # a column pandas cannot render: each cell's bounded repr
         table = _plain_head(df, positions, start, stop, exc)
     return f"Rows {start:,}-{stop - 1:,} of {len(df):,}{shown}:\n{table}"
+
+
+def strings_cut(frame: Any, width: int) -> Any:  # Any: a pandas DataFrame, given back as one
+    """``frame`` (a few rows) with each string longer than ``width`` cut here, from the redacted
+    whole, as pandas' ``max_colwidth`` would cut it: pandas' own cut would leave a piece of a
+    secret that the redaction of the table no longer recognises."""
+    textual = [i for i, dtype in enumerate(frame.dtypes) if getattr(dtype, "kind", "O") in "OSU"]
+    if not textual:
+        return frame
+    frame = frame.copy()
+    for i in textual:
+        frame.isetitem(
+            i, frame.iloc[:, i].map(lambda v: cut(v, width) if isinstance(v, str) else v)
+        )
+    return frame
 
 
 def _plain_head(df: Any, positions: list[int], start: int, stop: int, exc: BaseException) -> str:
@@ -578,7 +594,7 @@ def _series_head(series: Any, start: int, stop: int) -> str:
     frame = series.iloc[start:stop].to_frame(name="value" if series.name is None else series.name)
     try:
         with reading():  # pandas renders Python objects with their own repr
-            table = frame.to_string(max_colwidth=HEAD_COLWIDTH * 2)
+            table = strings_cut(frame, HEAD_COLWIDTH * 2).to_string(max_colwidth=HEAD_COLWIDTH * 2)
     except (Exception, UserCodeStopped) as exc:  # each value's bounded repr
         table = _plain_head(frame, [0], 0, stop - start, exc)
     return f"Values {start:,}-{stop - 1:,} of {len(series):,}:\n{table}"

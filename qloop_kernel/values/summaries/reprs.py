@@ -13,6 +13,7 @@ from collections.abc import Set as AbstractSet
 from itertools import islice
 from typing import Any, cast
 
+from ...redact import redacted_head
 from .common import (
     REPR_DEPTH,
     REPR_ITEMS,
@@ -70,7 +71,7 @@ def _render(obj: object, depth: int, limit: int) -> str:
 
 def _render_unguarded(obj: object, depth: int, limit: int) -> str:
     if isinstance(obj, (str, bytes, bytearray)):
-        return repr(obj[: limit + 1])
+        return repr(redacted_head(obj, limit + 1))  # a secret the cut crosses: redacted whole
     if isinstance(obj, int) and not isinstance(obj, bool) and obj.bit_length() > 4_000:
         return f"<int with {obj.bit_length():,} bits>"
     if isinstance(obj, (int, *_SCALARS)):
