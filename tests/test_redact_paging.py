@@ -17,17 +17,26 @@ import os
 import random
 import re
 import time
+import types
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from IPython.core.interactiveshell import InteractiveShell
+from traitlets.config import Config
 
-from qloop_kernel.redact import REDACTED, redact_text
+from qloop_kernel.attachments import attach_cell
+from qloop_kernel.messages import ToolCall
+from qloop_kernel.notebook.tools import builtin_tools
+from qloop_kernel.notebook_view import notebook_view, render
+from qloop_kernel.policy.permissions import AutoApprover
+from qloop_kernel.redact import REDACTED, PrivateVariables, redact_text
 from qloop_kernel.testing import Reply, StandInAPI, text, tool_use
+from qloop_kernel.tools.history import CELL_SOURCE_CHARS, notebook_history
 from qloop_kernel.tools.namespace import inspect_variable, list_variables
-from qloop_kernel.tools.runtime import to_content
+from qloop_kernel.tools.runtime import ToolRuntime, to_content
 from tests.agent_outputs import result_text, saved_record, tool_results
 from tests.kernel_client import LabKernel
 
@@ -158,6 +167,61 @@ def test_a_page_of_a_huge_string_redacts_only_around_the_page(secrets_env: None)
     took = time.perf_counter() - started
     assert REDACTED in summary and leaks(page_of(summary), SERVICE_TOKEN) == []
     assert took < 0.2, f"a page took {took:.3f} s: the whole 80 MB string was redacted"
+
+
+def test_a_table_cell_is_cut_from_the_redacted_string_not_by_pandas(secrets_env: None) -> None:
+    pd = pytest.importorskip("pandas")
+    padded = [(". " * 20)[:pad] + SERVICE_TOKEN for pad in range(20, 40)]
+    frame = pd.DataFrame({"k": padded, "n": 1})
+    for name, value in (("frame", frame), ("series", frame["k"])):
+        shown = redact_text(inspect_variable({name: value}, name, rows=20))
+        assert ". . . . ." in shown and leaks(shown, SERVICE_TOKEN) == [], shown
+
+
+class HistoryShell:
+    """What notebook_history reads of IPython's shell: the typed sources and ``Out``."""
+
+    def __init__(self, sources: list[str]) -> None:
+        self.history_manager = types.SimpleNamespace(input_hist_raw=["", *sources])
+        self.user_ns: dict[str, Any] = {"Out": {}}
+
+
+def test_cut_cells_sources_outputs_and_attachments_show_no_piece(secrets_env: None) -> None:
+    for pad in range(0, len(SERVICE_TOKEN), 3):
+        source = "x = 1  # " + "c" * (CELL_SOURCE_CHARS - 9 - pad) + SERVICE_TOKEN
+        shown = [notebook_history(HistoryShell([source]))]
+        output = {"output_type": "stream", "name": "stdout", "text": "o" * (490 - pad) + OTHER_KEY}
+        cell = {"id": "c1", "cell_type": "code", "source": "s" * (2990 - pad) + OTHER_KEY,
+                "outputs": [output]}  # fmt: skip
+        shown.append(render(notebook_view([cell])))
+        # a 20,000-character cut keeps 13,333 characters of head and 6,667 of tail
+        attached = (
+            "a" * (13_330 - pad) + SERVICE_TOKEN + "b" * 100 + OTHER_KEY + "d" * (6_579 + pad)
+        )
+        shown.append(attach_cell("c1", {"c1": attached}.get).blocks[0]["text"])
+        for said in shown:
+            assert REDACTED in said and leaks(said, SERVICE_TOKEN, OTHER_KEY) == [], (pad, said)
+
+
+@pytest.fixture(scope="module")
+def ipython() -> Iterator[InteractiveShell]:
+    config = Config()
+    config.HistoryManager.hist_file = ":memory:"
+    shell = InteractiveShell.instance(config=config)
+    yield shell
+    InteractiveShell.clear_instance()
+
+
+def test_a_page_of_a_private_value_shows_no_piece_of_it(ipython: InteractiveShell) -> None:
+    phrase = "correct horse 77 battery staple"  # spaces: not token-like, no piece is known
+    ipython.user_ns.update(held_pw=phrase, alias="ab " * 10 + phrase + " ;")
+    runtime = ToolRuntime.of(
+        builtin_tools(ipython, private=PrivateVariables({"held_pw"})), AutoApprover()
+    )
+    for offset in range(0, 30 + len(phrase)):
+        call = ToolCall(f"t{offset}", "inspect_variable", {"name": "alias", "offset": offset})
+        shown = runtime.run(call).text.partition("(page with offset=):\n")[2]
+        assert leaks(shown, *phrase.split(" ")) == [], (offset, shown)
 
 
 # -- the property: random secrets, random text, every offset and width -----------------------------
