@@ -5,8 +5,9 @@ from __future__ import annotations
 import atexit
 import os
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from IPython.core.error import UsageError
 
@@ -46,6 +47,7 @@ from .guard import StepGuard
 from .ledger import cell_ledger
 from .mcp import review_project_files
 from .notebook_grants import NotebookGrantStore, notebook_notice
+from .plan import PLAN_TOOLS, Plans, plan_task
 from .proposals import CellProposals, proposal_tools, where_now
 from .replay import replay, replay_policy, replay_steps
 from .threaded import ThreadedModel
@@ -59,6 +61,7 @@ if TYPE_CHECKING:
     from .tools import NotebookSource
     from .undo import UndoLog, UndoReport
 
+_T = TypeVar("_T")
 ASK_WITHOUT_RECORD = "QLOOP_ASK_WITHOUT_RECORD"  # ask the model where the client sends no metadata
 NO_METADATA = (
     "this client sent no cell metadata (plain `jupyter execute`, nbconvert or papermill), so the "
@@ -75,6 +78,8 @@ class CellOptions:
     fresh: bool = False
     new: bool = False
     attach: tuple[str, ...] = ()  # --with items: files, variables, @cell-ids
+    plan: bool = False  # --plan: answer with a numbered plan, run nothing
+    run_plan: bool = False  # --run-plan: the task is the last plan (or the cell's edited one)
 
 
 class KernelAgent:
@@ -97,6 +102,7 @@ class KernelAgent:
         self.undo = self._undo_log()
         self.mcp = _mcp_servers(session)
         self._builtins: BuiltinTools | None = None  # built with the first turn, bound to each
+        self.plans = Plans()  # the last plan a ``%%agent --plan`` turn answered (plan.py)
         session.agent = self  # a reloaded extension's agent replaces the earlier one
 
     @property
@@ -264,9 +270,14 @@ class KernelAgent:
     def run_cell(self, prompt: str, options: CellOptions) -> TurnResult | None:
         """Replay the cell's saved turn, or run a new one; what the cell shows is redacted."""
         cell = current_cell(self.shell)
+        return self.guarded(cell, lambda: self._run_cell(prompt, options, cell))
+
+    def guarded(self, cell: CellContext, work: Callable[[], _T]) -> _T:
+        """Run ``work`` (a turn of ``cell``) with what the cell shows redacted; a headless
+        client gets a UsageError as an error it reports."""
         with redacted_output(self.shell, keep=(MIME_TYPE,)):  # records are redacted when built
             try:
-                return self._run_cell(prompt, options, cell)
+                return work()
             except UsageError as exc:
                 if cell.interactive or isinstance(exc, AgentError):
                     raise
@@ -276,6 +287,7 @@ class KernelAgent:
     def _run_cell(self, prompt: str, options: CellOptions, cell: CellContext) -> TurnResult | None:
         if options.new:
             self.manager.reset()
+        task, prompt = prompt, plan_task(self.plans, prompt, options.plan, options.run_plan)
         if no_metadata(cell) and not options.fresh and os.environ.get(ASK_WITHOUT_RECORD) != "1":
             raise AgentError(NO_METADATA)
         if cell.cell_id and isinstance(cell.saved, dict):
@@ -292,11 +304,16 @@ class KernelAgent:
                 self._note_proposals(record, cell)
                 replay(self, record, replay_policy(self.base_settings, cell), cell)
                 return None
-        return self.run_turn(prompt, options.settings, cell, options.attach)
+        result = self.run_turn(prompt, options.settings, cell, options.attach, plan=options.plan)
+        if options.plan:
+            self.plans.keep(task, result)
+        return result
 
     def run_turn(
-        self, prompt: str, settings: Settings, cell: CellContext, attach: tuple[str, ...] = ()
-    ) -> TurnResult:
+        self, prompt: str, settings: Settings, cell: CellContext, attach: tuple[str, ...] = (),
+        *, plan: bool = False,
+    ) -> TurnResult:  # fmt: skip
+        """A new turn of ``cell``; ``plan``: only the read tools (the answer is a plan)."""
         _check_floor(settings)
         _check_credentials(settings.provider)
         try:
@@ -306,8 +323,10 @@ class KernelAgent:
         policy = self.policy_for(settings, cell)
         self.load_notebook_grants(cell)
         review_project_files(self.mcp, cell)
-        proposals = self.cell_proposals(cell, settings)
+        proposals = None if plan else self.cell_proposals(cell, settings)
         tools = self.tools(settings, cell, proposals)
+        if plan:  # nothing runs before the plan is run: the read tools alone
+            tools = [t for t in tools if t.name in PLAN_TOOLS]
         runtime = self.runtime_for(settings, cell, tools)
         if proposals is not None:  # the page decides the proposals, the card the rest
             runtime.approver = proposals.approver(runtime.approver)

@@ -1,5 +1,5 @@
 """The ``%agent`` sub-commands: help, status, set, models, price, allow, grants, revoke, reset, key,
-history, export, context, undo, private."""
+history, export, context, undo, private, mcp, fix, edit."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from ..settings import SETTABLE
 from ..text import counted
 from .cell import current_cell
 from .context_turn import next_turn_view
+from .fix import edit_command, fix_command
 from .mcp import mcp_command
 from .options import help_lines, setting_names
 
@@ -44,6 +45,7 @@ class AgentMagics(Protocol):
 
     @property
     def shell(self) -> InteractiveShell | None: ...
+
 
 HELP = """\
 %%agent [options]            the cell body is the task; the turn runs against this kernel
@@ -70,6 +72,9 @@ HELP = """\
                              and rules files (where from, used or not), the tools and their
                              sizes, attached items, the conversation, the first request's
                              estimated tokens and cost; full: the system prompt's text too
+%agent fix [CELL_ID]         ask the agent to fix the last failed cell (or CELL_ID): it reads
+                             the cell, its traceback and variables, and proposes an edit
+%agent edit CELL_ID "TEXT"   ask the agent for an edit of cell CELL_ID, proposed as a diff
 %agent undo                  put back what the last agent step changed; removes what it created
 %agent private [NAME ...]    keep variables from the agent (tools refuse to show them); no NAME:
                              list them; --clear [NAME ...]: make them (or all) visible again
@@ -230,9 +235,7 @@ def _need_notebook(agent: Any, shell: Any) -> None:
         )
 
 
-def _known_tool(
-    agent: Any, name: str, command: str, *, extra: tuple[str, ...] = ()
-) -> Tool | None:
+def _known_tool(agent: Any, name: str, command: str, *, extra: tuple[str, ...] = ()) -> Tool | None:
     """The tool named ``name`` (None for a name in ``extra``); an unknown name is refused with the
     closest known names."""
     tools: dict[str, Tool] = {t.name: t for t in agent.tools(agent.manager.settings)}
@@ -369,12 +372,30 @@ def _mcp(magics: AgentMagics, args: list[str]) -> None:
     mcp_command(magics, args)
 
 
+def _fix(magics: AgentMagics, args: list[str]) -> None:
+    fix_command(magics.agent, args[0] if args else None)
+
+
+def _edit(magics: AgentMagics, args: list[str]) -> None:
+    edit_command(magics.agent, args[0], " ".join(args[1:]).strip().strip("\"'"))
+
+
+def _quoted_instruction(words: list[str]) -> bool:
+    """``%agent edit CELL_ID "..."``: a quoted instruction (unquoted words are a one-line task)."""
+    return len(words) >= 2 and words[1][:1] in "\"'"
+
+
 @dataclass(frozen=True)
 class Command:
     """A sub-command and the numbers of words it takes; other word counts are a one-line task."""
 
     run: Callable[[Any, list[str]], None]
     arity: tuple[int, ...]
+    takes: Callable[[list[str]], bool] = lambda words: True  # else the words are a task
+
+    def matches(self, words: list[str]) -> bool:
+        """Whether ``words`` (after the sub-command's name) are this command's."""
+        return len(words) in self.arity and self.takes(words)
 
 
 COMMANDS = {
@@ -392,6 +413,8 @@ COMMANDS = {
     "history": Command(_history, (0,)),
     "export": Command(_export, (0,)),
     "undo": Command(_undo, (0,)),
+    "fix": Command(_fix, (0, 1)),
+    "edit": Command(_edit, tuple(range(2, 200)), takes=_quoted_instruction),
     "context": Command(_context, tuple(range(33))),  # never a task: its words are checked
     "private": Command(_private, tuple(range(33))),
     "mcp": Command(_mcp, tuple(range(65))),

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .failures import track_failures
+
 if TYPE_CHECKING:
     from ..records.drift import CellLedger
     from .session import KernelSession
@@ -32,6 +34,9 @@ def track_cells(session: KernelSession) -> None:
             del runs[:-MAX_CELLS]
 
     session.shell.events.register("post_run_cell", after)
+    track_failures(
+        session.shell, session.failed_cells
+    )  # the cells that failed: what %agent fix works from
 
 
 def cell_ledger(session: KernelSession) -> CellLedger:

@@ -118,7 +118,7 @@ class AgentMagics(Magics):
         self._refuse_inside_a_step()
         words = line.split() or ["help"]
         found = _commands().get(words[0])
-        if found is not None and len(words) - 1 in found.arity:
+        if found is not None and found.matches(words[1:]):
             found.run(self, words[1:])
             return
         if _looks_like_a_command(words, self._argument_words):
@@ -144,7 +144,7 @@ class AgentMagics(Magics):
 
         from .agent import CellOptions
 
-        if not prompt:
+        if not prompt and not args.run_plan:  # --run-plan alone runs the last plan
             raise UsageError(
                 "%%agent: the task is empty: write what the agent should do in the cell"
             )
@@ -164,6 +164,8 @@ class AgentMagics(Magics):
             fresh=args.fresh,
             new=args.new,
             attach=tuple(split_items(args.attach)),
+            plan=args.plan,
+            run_plan=args.run_plan,
         )
         self.agent.run_cell(prompt, cell_options)
 

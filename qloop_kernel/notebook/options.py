@@ -60,6 +60,9 @@ OPTIONS: tuple[Option, ...] = (
            "(docs/providers.md)", "PLATFORM", str.lower, PROVIDERS, config=True),
     Option("--new", "new", "start a fresh conversation"),
     Option("--fresh", "fresh", "ignore the cell's saved record and ask the model"),
+    Option("--plan", "plan", "answer with a numbered plan and run nothing (only read tools)"),
+    Option("--run-plan", "run_plan", "carry out the last plan; the cell's text, where given, is "
+           "the plan (as you edited it)"),
     Option("--with", "attach", "attach a file (text, CSV or Parquet head and schema, image), a "
            "variable's summary or a cell to the turn; repeatable, or a comma list",
            "PATH|VARIABLE|@CELL-ID", repeatable=True),

@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # types only: the session imports nothing heavy when the exte
     from ..settings import Settings
     from ..tools.user import UserTools
     from .deadline import TurnWatch
+    from .failures import FailedCell
     from .undo import UndoLog
 
 
@@ -46,6 +47,8 @@ class KernelSession:
         # (cell id, source) of the cells run with a frontend cell id, oldest first (ledger.py)
         self.cells_run: list[tuple[str, str]] = []
         self.tracking_cells = False  # the post_run_cell hook that fills cells_run is registered
+        # The cells whose last run ended in an error, by cell id, newest last (failures.py)
+        self.failed_cells: dict[str, FailedCell] = {}
         # Saved steps a Run All card approved ahead, by record digest (replay.py)
         self.approved_ahead: set[str] = set()
         self.config: Configurable | None = None  # the ``QloopAgent`` configurable (magic.py)
@@ -89,7 +92,9 @@ class KernelSession:
             return PrivateVariables()
         return private_variables(self.agent.manager)
 
-    def mcp_config(self) -> Any:  # Any: the config value as the user wrote it (mcp/config.py reads it)
+    def mcp_config(
+        self,
+    ) -> Any:  # Any: the config value as the user wrote it (mcp/config.py reads it)
         """``c.QloopAgent.mcp_servers`` as configured now (read at each use)."""
         return getattr(self.config, "mcp_servers", None)
 
