@@ -4,10 +4,14 @@ extension) is played by the test: it answers the kernel's hello, read_notebook a
 
 from __future__ import annotations
 
+import io
+import os
 from typing import Any
 
+import nbformat
 import pytest
 
+from qloop_kernel.headless.runner import AgentNotebookClient
 from qloop_kernel.notebook.plan import PLAN_TOOLS
 from qloop_kernel.notebook_view import notebook_view
 from qloop_kernel.testing import Reply, StandInAPI, text, tool_use
@@ -258,3 +262,25 @@ def test_run_plan_without_a_plan_says_so(lab: Any, api: StandInAPI) -> None:
     both = lab.execute("%%agent --plan --run-plan\nDo it.", cell_id="both")
     assert lab.complete(both, 60)["content"]["status"] == "error"
     assert "give one of them" in lab.stderr(both)
+
+
+def test_qloop_run_fixes_under_the_policy_and_refuses_a_proposal_readonly_would_ask() -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("%load_ext qloop_kernel\nd = {'a': 1}", id="setup"),
+        nbformat.v4.new_code_cell("value = d['b']", id="lookup"),
+        nbformat.v4.new_code_cell("%agent fix", id="fixer"),
+    ]
+    script = [Reply([tool_use("edit_cell", {"cell_id": "lookup", "source": "d.get('b')"})]),
+              Reply([text("use a default")])]  # fmt: skip
+    progress = io.StringIO()
+    with StandInAPI(script) as api:
+        env = {**os.environ, **api.environment(), "QLOOP_APPROVAL": "readonly"}
+        client = AgentNotebookClient(nb, progress=progress, timeout=120, allow_errors=True)
+        client.execute(env=env)
+        client.apply_proposals()
+        requests = list(api.requests)
+    assert "The error: KeyError: 'b'" in prompt_of(requests[0])
+    assert "readonly" in result_text(tool_results(requests[1])[0])
+    assert nb.cells[1].source == "value = d['b']"  # left as it was
+    assert "qloop run: edit_cell not applied: " in progress.getvalue()

@@ -314,7 +314,12 @@ class AgentNotebookClient(SendsCellMetadata, NotebookClient):
 
 
 def is_agent_source(source: str) -> bool:
-    return source.lstrip().startswith("%%agent")
+    """An agent cell, or a cell that starts a turn about another cell (``%agent fix``, ``edit``)."""
+    start = source.lstrip()
+    return start.startswith("%%agent") or start.split()[:2] in (
+        ["%agent", "fix"],
+        ["%agent", "edit"],
+    )
 
 
 def shows_context(source: str) -> bool:
