@@ -20,6 +20,7 @@ import pytest
 from qloop_kernel.tools.namespace import UnknownNameError, inspect_variable, list_variables
 from qloop_kernel.tools.runtime import ToolInputError
 from qloop_kernel.values.summaries import databases
+from qloop_kernel.values.summaries.trust import trusting
 from tests.postgres_server import PASSWORD, Server, binaries, postgres_server
 
 
@@ -201,23 +202,39 @@ def test_duckdb_catalog_head_and_estimates(duck: Any) -> None:
     assert "DuckDB connection" in list_variables({"db": duck})
 
 
+def bump(value: int) -> int:
+    """A DuckDB function of the test's: it counts the rows a query reads."""
+    BUMPED.append(value)
+    return value + 1
+
+
+BUMPED: list[int] = []
+
+
 def test_duckdb_relation_is_not_run_until_rows_are_asked(duck: Any) -> None:
-    calls: list[int] = []
-
-    def bump(value: int) -> int:
-        calls.append(value)
-        return value + 1
-
+    BUMPED.clear()
     duck.create_function("bump", bump, ["BIGINT"], "BIGINT", side_effects=True)
     relation = duck.sql("SELECT bump(id) AS next_id, zone FROM trips")
     namespace = {"relation": relation}
-    text = inspect_variable(namespace, "relation")
-    assert "duckdb.DuckDBPyRelation (a query, not yet run), 2 columns" in text
-    assert "next_id  BIGINT" in text and "Rows: not read" in text
-    assert "? x 2" in list_variables(namespace)
-    assert calls == []
-    assert "next_id\n1\n2" in inspect_variable(namespace, "relation", rows=2, columns=["next_id"])
-    assert calls  # the sensitive check: reading rows runs the query
+    with trusting([f"{__name__}.bump"]):  # as a library's function: a read may call it
+        text = inspect_variable(namespace, "relation")
+        assert "duckdb.DuckDBPyRelation (a query, not yet run), 2 columns" in text
+        assert "next_id  BIGINT" in text and "Rows: not read" in text
+        assert "? x 2" in list_variables(namespace)
+        assert BUMPED == []
+        rows = inspect_variable(namespace, "relation", rows=2, columns=["next_id"])
+    assert "next_id\n1\n2" in rows
+    assert BUMPED  # the sensitive check: reading rows runs the query
+
+
+def test_a_relation_whose_summary_is_stopped_is_not_run_for_its_shape(duck: Any) -> None:
+    BUMPED.clear()
+    duck.create_function("bump", bump, ["BIGINT"], "BIGINT", side_effects=True)
+    relation = duck.sql("SELECT bump(id) AS next_id, zone FROM trips")
+    # bump is the notebook's own code here: a read on the kernel's thread stops it (DuckDB may
+    # also call it from a thread of its own, which reads do not watch: docs/security.md).
+    text = inspect_variable({"relation": relation}, "relation", rows=2, columns=["next_id"])
+    assert "Shape:" not in text, "a stopped summary runs no query for the relation's shape"
 
 
 def test_fingerprints_and_undo_run_no_query(duck: Any) -> None:

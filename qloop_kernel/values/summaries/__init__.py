@@ -102,7 +102,7 @@ def summarize(obj: object, label: str, paging: Paging) -> str:
             with reading():  # a stop caught here is handled: the outer block does not raise it
                 kind = kind_of(obj)
         except UserCodeStopped as stop:  # an ABC's check asked a metaclass of the user's
-            return _fallback(obj, label, f"its type could not be told ({stop})")
+            return _fallback(obj, label, f"its type could not be told ({stop})", None)
         return _summarize_kind(obj, label, paging, kind)
 
 
@@ -121,18 +121,19 @@ def _summarize_kind(obj: object, label: str, paging: Paging, kind: Kind | None) 
     except ToolInputError:
         raise
     except TookTooLong as late:
-        return _fallback(obj, label, f"its {name} summary {late} and was cut off")
+        return _fallback(obj, label, f"its {name} summary {late} and was cut off", kind)
     except UserCodeStopped as stop:
-        return _fallback(obj, label, f"its {name} summary was stopped: {stop}")
+        return _fallback(obj, label, f"its {name} summary was stopped: {stop}", kind)
     except Exception as exc:
         why = cut(f"{type(exc).__name__}: {exc}", 200)
-        return _fallback(obj, label, f"its {name} summary failed ({why})")
+        return _fallback(obj, label, f"its {name} summary failed ({why})", kind)
 
 
-def _fallback(obj: object, label: str, why: str) -> str:
-    """A bounded description from what is cheap to read: type, shape, dtype, a bounded repr."""
+def _fallback(obj: object, label: str, why: str, kind: Kind | None) -> str:
+    """A bounded description from what is cheap to read: type, shape, dtype, a bounded repr (of
+    a lazy kind, the type alone: its shape may run the query)."""
     lines = [f"{label}: {qualified_name(type(obj))}", f"Note: {why}; described briefly instead."]
-    shape = shape_of(obj)
+    shape = None if kind is not None and kind.lazy else shape_of(obj)
     if shape is not None:
         lines.append(f"Shape: {format_shape(shape)}")
     lines.append(f"Value: {bounded_repr(obj, 300)}")

@@ -111,6 +111,9 @@ class Kind:
     summarize: Callable[[Any, str, Paging], str]
     brief: Callable[[Any], Brief]
     takes_columns: bool = False
+    # Its values live elsewhere (a query, a cluster, a plan): a summary that fails falls back to
+    # its type alone, never to attributes such as ``shape`` that would run the query.
+    lazy: bool = False
 
 
 # ---------------------------------------------------------------------------------------------

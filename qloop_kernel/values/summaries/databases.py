@@ -689,6 +689,7 @@ KINDS = [
         summarize_duckdb_relation,
         brief_duckdb_relation,
         True,
+        lazy=True,
     ),
     Kind(
         "psycopg connection", frozenset({"psycopg"}), is_psycopg, summarize_database, brief_database

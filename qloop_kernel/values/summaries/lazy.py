@@ -428,10 +428,18 @@ def brief_polars_lazyframe(frame: Any) -> Brief:
 
 _DASK = frozenset({"dask"})
 KINDS = [
-    Kind("dask DataFrame", _DASK, is_dask_frame, summarize_dask_frame, brief_dask_frame, True),
-    Kind("dask Series", _DASK, is_dask_series, summarize_dask_series, brief_dask_series),
-    Kind("dask Array", _DASK, is_dask_array, summarize_dask_array, brief_dask_array),
-    Kind("dask Bag", _DASK, is_dask_bag, summarize_dask_bag, brief_dask_bag),
+    Kind(
+        "dask DataFrame",
+        _DASK,
+        is_dask_frame,
+        summarize_dask_frame,
+        brief_dask_frame,
+        True,
+        lazy=True,
+    ),
+    Kind("dask Series", _DASK, is_dask_series, summarize_dask_series, brief_dask_series, lazy=True),
+    Kind("dask Array", _DASK, is_dask_array, summarize_dask_array, brief_dask_array, lazy=True),
+    Kind("dask Bag", _DASK, is_dask_bag, summarize_dask_bag, brief_dask_bag, lazy=True),
     Kind(
         "Spark DataFrame",
         frozenset({"pyspark"}),
@@ -439,6 +447,7 @@ KINDS = [
         summarize_spark_frame,
         brief_spark_frame,
         True,
+        lazy=True,
     ),
     Kind(
         "polars LazyFrame",
@@ -447,5 +456,6 @@ KINDS = [
         summarize_polars_lazyframe,
         brief_polars_lazyframe,
         True,
+        lazy=True,
     ),
 ]
