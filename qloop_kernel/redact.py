@@ -558,23 +558,47 @@ def private_variables(session: Any) -> PrivateVariables:
     return found
 
 
+# Numbers of these libraries are read with their own str/repr; a subclass of Python's own numbers
+# through the built-in class's methods; any other class's methods are the user's code, not run.
+_NUMBER_LIBRARIES = frozenset({"numpy", "decimal", "fractions", "_decimal", "_pydecimal"})
+_BUILTIN_NUMBERS = (int, float, complex)
+_BUILTIN_CONTAINERS = (dict, list, tuple, set, frozenset)
+
+
 def _value_texts(value: object, *, nested: bool) -> list[str]:
+    """The texts a private value shows as, read through Python's own classes: a subclass's
+    ``__repr__``, ``__str__`` or ``__iter__`` (code of the notebook's) is never called."""
     if isinstance(value, str):
-        return [value, repr(value)[1:-1]]
+        return [str.__str__(value), str.__repr__(value)[1:-1]]
     if isinstance(value, bytes | bytearray):
-        raw = bytes(value)
-        return [raw.decode("utf-8", "replace"), repr(raw)[2:-1]]
-    if isinstance(value, numbers.Number) and not isinstance(value, bool):
-        return [str(value), repr(value)]
-    if not nested or not isinstance(value, list | tuple | set | frozenset | dict):
+        raw = bytes(memoryview(value))  # the buffer, not a subclass's methods
+        return [raw.decode("utf-8", "replace"), bytes.__repr__(raw)[2:-1]]
+    if isinstance(value, bool):
         return []
-    items = value.values() if isinstance(value, dict) else value
-    texts: list[str] = []
+    texts = _number_texts(value)
+    if texts is not None:
+        return texts
+    if not nested or not isinstance(value, _BUILTIN_CONTAINERS):
+        return []
+    base = next(kind for kind in _BUILTIN_CONTAINERS if isinstance(value, kind))
+    items = dict.values(value) if base is dict else base.__iter__(value)  # type: ignore[arg-type]
+    texts = []
     for index, item in enumerate(items):
         if index >= PrivateVariables.MAX_ITEMS:
             break
         texts += _value_texts(item, nested=False)
     return texts
+
+
+def _number_texts(value: object) -> list[str] | None:
+    for kind in _BUILTIN_NUMBERS:
+        if isinstance(value, kind):
+            # their str is their repr; object.__str__ would call a subclass's __repr__
+            return [kind.__repr__(value)]
+    cls = type(value)
+    if isinstance(value, numbers.Number) and cls.__module__.split(".")[0] in _NUMBER_LIBRARIES:
+        return [str(value), repr(value)]
+    return None
 
 
 # -- file descriptors: subprocesses, C code and the kernel's own terminal ---------------------------

@@ -586,3 +586,47 @@ def test_the_kernels_read_tools_run_none_of_the_notebooks_code(
     opted = probe(lab, "inspect(get_ipython(), 'h', None, 0, None)")
     assert "Value: Hostile()" in opted["text"] and not marker.exists()
     lab.run("%agent set trusted_reprs off")
+
+
+def test_private_values_are_read_for_redaction_without_the_users_methods() -> None:
+    from qloop_kernel.redact import PrivateVariables
+
+    ran: list[str] = []
+
+    class Key(str):
+        def __str__(self) -> str:
+            ran.append("str")
+            return "x"
+
+        def __repr__(self) -> str:
+            ran.append("repr")
+            return "x"
+
+    class Amount(int):
+        def __str__(self) -> str:
+            ran.append("int str")
+            return "x"
+
+        __repr__ = __str__
+
+    class Keys(list[object]):
+        def __iter__(self) -> Iterator[object]:
+            ran.append("iter")
+            return iter(())
+
+    class Vault(dict[str, object]):
+        def values(self) -> Any:
+            ran.append("values")
+            return []
+
+    namespace = {
+        "key": Key("sk-private-value-0001"),
+        "amount": Amount(987654321987),
+        "keys": Keys([Key("sk-private-value-0002")]),
+        "vault": Vault(k=Key("sk-private-value-0003")),
+    }
+    found = PrivateVariables(set(namespace)).values(namespace)
+    assert ran == []
+    for secret in ("sk-private-value-0001", "987654321987", "sk-private-value-0002"):
+        assert secret in found
+    assert "sk-private-value-0003" in found
