@@ -32,6 +32,7 @@ from .records import CellRecord, RecordBuilder, TurnProgress
 from .redact import redact
 from .settings import Settings
 from .spend import spend_guard
+from .telemetry import turn_trace
 from .tools.runtime import ToolRuntime
 from .turn_context import TurnContext, context_record, estimate_request
 
@@ -240,16 +241,20 @@ class ConversationManager:
             settings=settings.model_dump(mode="json"), started_at=now_iso(), opening=[user],
             context=context_record(context, estimate, len(history)),
         )  # fmt: skip
+        trace = turn_trace(self.session_id, model=model.model, provider=settings.provider,
+                           cell_id=cell_id, prompt=prompt)  # fmt: skip
         saving = _SavingObserver(
-            observer or TurnObserver(), builder, lambda r: self._save(r, store),
+            trace.observing(observer or TurnObserver()), builder, lambda r: self._save(r, store),
             every_s=self.save_every_s, clock=self.clock,
         )  # fmt: skip
         saving.save_running(force=True)
         loop = QueryLoop(
-            model, runtime, system=system, limits=settings.limits(), price=price,
-            observer=saving, cancel=cancel, spend=spend_guard(self.session_id),
+            trace.traced(model, price), runtime, system=system, limits=settings.limits(),
+            price=price, observer=saving, cancel=cancel, spend=spend_guard(self.session_id),
         )  # fmt: skip
-        result = loop.run([*history, user])
+        with trace:
+            result = loop.run([*history, user])
+            trace.finished(result)
         self.messages.extend(result.messages[len(history) :])
         self._account(result)
         record = builder.finished(result, result.messages[len(history) :])

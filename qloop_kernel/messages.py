@@ -120,8 +120,6 @@ class ModelResponse:
     stop_details: dict[str, Any] | None = None  # e.g. a refusal's category and explanation
 
 
-
-
 # --- Tool calls ----------------------------------------------------------------------------------
 
 DecisionKind: TypeAlias = Literal["approved", "edited", "denied", "auto", "always", "readonly"]
@@ -148,6 +146,10 @@ class ToolOutcome:
     approval_wait_s: float = 0.0
     decided_at: str = ""
     fatal: str | None = None  # the step broke a rule that ends the turn (see notebook.guard)
+    risk: str | None = None  # the call's risk class as the permission pipeline saw it
+    # Who decided (Permission.who: policy, provenance, grant, admin, person); None: nobody did (an
+    # input that was not valid, an unknown tool)
+    decided_by: str | None = None
 
     def result_block(self) -> Block:
         content: str | list[Block] = self.content
@@ -317,4 +319,3 @@ def _ready_block(block: Block) -> Block:
         if inner != block["content"]:
             block = {**block, "content": inner}
     return block
-

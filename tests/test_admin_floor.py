@@ -139,13 +139,16 @@ def test_a_class_the_floor_holds_is_asked_whatever_the_policy_and_grants_and_den
     floor_file: Path,
 ) -> None:
     grants = Grants()
-    grants.add(Grant("run_code", "external", "session"))
+    grants.add(Grant("fetch_data", "external", "session"))
     person = Person()
     live = PermissionPipeline(ApprovalPolicy("write"), grants, person)
     assert live.decide(request("write")).by == "policy"  # the policy still decides the rest
     asked = live.decide(request("external"))
     assert asked.by == "approver" and len(person.asked) == 1  # the grant did not run it
     assert f"always_ask in {floor_file}" in person.asked[0].details["notices"][-1]
+    # The card offers no "Always allow": a grant would never run the class the floor holds.
+    assert person.asked[0].always_ask == person.asked[0].details["notices"][-1]
+    assert live.decide(request("write")).decision == Approve("write")
     headless = PermissionPipeline(ApprovalPolicy("write", interactive=False), Grants(), None)
     assert headless.settle(request("destructive")) is not None
     # under a headless policy that would run it (the admin file allows 'auto' here)
@@ -159,6 +162,26 @@ def test_a_class_the_floor_holds_is_asked_whatever_the_policy_and_grants_and_den
         f"in {floor_file}"
     )
     assert auto.settle(request("write")) == auto.settle(request("write"))  # run by the policy
+
+
+def test_the_grants_line_leaves_out_the_classes_the_floor_holds(floor_file: Path) -> None:
+    grants = Grants()
+    grants.add(Grant("run_code", "destructive", "notebook"))
+    grants.add(Grant("fetch_data", "external", "session"))
+    assert grants.summary(held=()) == (
+        "allowed without asking: run_code 'read', 'write', 'compute', 'unknown' and 'destructive' "
+        "steps, this notebook; fetch_data 'read', 'write', 'compute', 'unknown' and 'external' "
+        "steps, this session"
+    )
+    assert grants.summary() == (  # the floor holds 'external' and 'destructive'
+        "allowed without asking: run_code 'read', 'write', 'compute' and 'unknown' steps, this "
+        "notebook; fetch_data 'read', 'write', 'compute' and 'unknown' steps, this session"
+    )
+    held = {"read", "write", "compute", "unknown", "destructive"}
+    assert grants.summary(held=held) == (
+        "allowed without asking: fetch_data 'external' steps, this session"
+    )
+    assert grants.summary(held={*held, "external"}) == ""
 
 
 def test_mcp_servers_outside_the_admins_list_are_left_out_with_a_line(floor_file: Path) -> None:
@@ -234,7 +257,7 @@ def test_a_notebooks_saved_grant_does_not_run_a_class_the_floor_holds(
     from tests.test_approval_kernel import answer_hello, saved_grants, shown
 
     code = "import shutil\nshutil.rmtree('nothing-here', ignore_errors=True)\nremoved = True"
-    with LabKernel(admin_env) as lab:
+    with LabKernel(api.environment()) as lab:  # granted before the admin held the class
         lab.run("%load_ext qloop_kernel")
         api.set_script([Reply([tool_use("run_code", {"code": code})]), Reply([text("done")])])
         cell = lab.execute("%%agent\nRemove it.", cell_id="g1")
@@ -246,16 +269,22 @@ def test_a_notebooks_saved_grant_does_not_run_a_class_the_floor_holds(
         value = saved_grants(lab, cell)["value"]
         assert value["grants"][0]["risk"] == "destructive"
 
-        lab.restart()
+    with LabKernel(admin_env) as lab:  # the notebook opened again under the floor
         lab.run("%load_ext qloop_kernel")
         api.set_script([Reply([tool_use("run_code", {"code": code})]), Reply([text("done")])])
         again = lab.execute("%%agent\nRemove it again.", cell_id="g2")
         answer_hello(lab, again, grants=value)
         deny = lab.wait_for_button("Deny", parent=again)  # the notebook's grant did not run it
         lab.round_trip(deny)
-        assert "every 'destructive' step needs a person's approval: the admin setting " in (
-            shown(lab, again)
-        )
+        card = shown(lab, again)
+        assert "every 'destructive' step needs a person's approval: the admin setting " in card
+        # Nothing says the grant lets these steps run, and no new grant is offered for them.
+        assert "run_code 'read', 'write', 'compute' and 'unknown' steps, this notebook" in card
+        assert "'destructive' steps, this notebook" not in card
+        always = f"IPY_MODEL_{lab.wait_for_button('Always allow', parent=again)}"
+        rows = [s["children"] for s in lab.widget_states(parent=again)
+                if f"IPY_MODEL_{deny}" in s.get("children", ())]  # fmt: skip
+        assert rows and all(always not in row for row in rows)  # the card's row has no such button
         lab.click(deny)
         assert lab.complete(again, 60)["content"]["status"] == "ok"
         assert saved_record(lab, again)["tool_calls"][0]["decision"]["kind"] == "denied"

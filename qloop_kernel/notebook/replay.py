@@ -40,7 +40,7 @@ from ..policy.permissions import (
     ReplayRequest,
     Request,
 )
-from ..policy.pipeline import PermissionPipeline, Provenance
+from ..policy.pipeline import Permission, PermissionPipeline, Provenance
 from ..policy.risk import Assessment, Reason, most_severe
 from ..records import CellRecord, RecordError, ToolCallRecord, image_placeholder, load_record
 from ..records.drift import changed_after, differences, output_differences
@@ -48,6 +48,7 @@ from ..records.schema import REPLAYABLE_DECISIONS
 from ..records.text import usage_line
 from ..redact import redact_text
 from ..settings import Settings
+from ..telemetry import ReplayTrace, replay_trace
 from ..text import clip, counted
 from ..tools.runtime import Tool, ToolRuntime
 from ..values.fingerprint import compare_changes
@@ -197,7 +198,18 @@ def plan_for(record: CellRecord, tools: dict[str, Tool], drift: tuple[str, ...])
 
 
 def replay(host: ReplayHost, record: CellRecord, policy: Policy, cell: CellContext) -> None:
-    """Replay ``record`` in the kernel and take it into the shared conversation once approved."""
+    """Replay ``record`` in the kernel and take it into the shared conversation once approved; the
+    replay, who decided it and each step it ran are traced where traces are on (telemetry.py)."""
+    provider = host.base_settings.provider
+    trace = replay_trace(host.manager.session_id, model=record.model, provider=provider,
+                         cell_id=cell.cell_id)  # fmt: skip
+    with trace:
+        _replay(host, record, policy, cell, trace)
+
+
+def _replay(
+    host: ReplayHost, record: CellRecord, policy: Policy, cell: CellContext, trace: ReplayTrace
+) -> None:
     drift = tuple(drift_before(host.session, record))
     runtime = host.replay_runtime()
     plan = plan_for(record, runtime.tools, drift)
@@ -207,8 +219,10 @@ def replay(host: ReplayHost, record: CellRecord, policy: Policy, cell: CellConte
         line("changed since the turn ran: " + "; ".join(drift), "warn")
     host.manager.keep(record, store_for(cell))
     hint = RECEIVED_REPLAY_HINT if plan.received and not _opted_in() else REPLAY_HINT
-    decision = _decide(plan, ApprovalPolicy(policy, cell.interactive,
-                                            host.base_settings.ask_read, hint), cell, host)  # fmt: skip
+    permission = _decide(plan, ApprovalPolicy(policy, cell.interactive,
+                                              host.base_settings.ask_read, hint), cell, host)  # fmt: skip
+    trace.decided(permission)
+    decision = permission.decision
     if isinstance(decision, Deny):
         if plan.steps and not cell.interactive and os.environ.get(CONTINUE_ON_DENIED) != "1":
             # What the notebook says did not happen: the cells after it would run on other state.
@@ -217,7 +231,7 @@ def replay(host: ReplayHost, record: CellRecord, policy: Policy, cell: CellConte
         if record.answer:
             show_answer(record.answer, replayed=False)
         return
-    differing = _run_steps(runtime, plan, host.session.undo)
+    differing = _run_steps(runtime, plan, host.session.undo, trace)
     differing += changed_after(record.fingerprint, host.shell.user_ns)
     if not host.manager.adopt(record):
         line("the saved conversation cannot be sent to the model again; later agent cells will not "
@@ -243,7 +257,9 @@ def drift_before(session: KernelSession, record: CellRecord) -> list[str]:
     return found
 
 
-def _run_steps(runtime: ToolRuntime, plan: ReplayPlan, log: UndoLog) -> list[str]:
+def _run_steps(
+    runtime: ToolRuntime, plan: ReplayPlan, log: UndoLog, trace: ReplayTrace
+) -> list[str]:
     """Run the steps in order; return how their outputs and changes differ from the saved run."""
     differing: list[str] = []
     total = len(plan.steps)
@@ -254,7 +270,10 @@ def _run_steps(runtime: ToolRuntime, plan: ReplayPlan, log: UndoLog) -> list[str
                 "saved, so the saved code is not what ran. Re-run the cell with --fresh"
             )
         line(f"step {index}/{total}")
-        outcome = runtime.run(ToolCall(step.id, step.name, dict(step.input)))
+        call = ToolCall(step.id, step.name, dict(step.input))
+        trace.on_tool_start(call)
+        outcome = runtime.run(call)
+        trace.on_tool_end(outcome)
         if outcome.is_error:
             raise AgentError(
                 f"replay stopped at step {index} of {total}: {error_line(outcome.text)}. The saved record is "
@@ -312,16 +331,18 @@ def _output_changes(step: ToolCallRecord, outcome: ToolOutcome) -> list[str]:
 
 def _decide(
     plan: ReplayPlan, policy: ApprovalPolicy, cell: CellContext, host: ReplayHost | None = None
-) -> Decision:
+) -> Permission:
     """The approval of a replay, by the one permission pipeline: the policy's verdict on the steps'
     most severe class, combined with the record's provenance, then grants, then the card."""
     if not plan.steps and not plan.received:
-        return Approve()  # nothing runs; the user's own conversation is taken back
+        # nothing runs; the user's own conversation is taken back
+        return Permission(Approve(), "policy")
     # Digests of saved records whose replay a card approved ahead (Run All), kept by the session.
     ahead = host.session.approved_ahead if host is not None else set()
     if cell.interactive and plan.record.digest in ahead:
         ahead.discard(plan.record.digest)
-        return Approve()  # listed on the card of a cell before it in the same Run All
+        # listed on the card of a cell before it in the same Run All
+        return Permission(Approve(), "approver")
     card = _RunAllCard(plan, host, ahead, cell.cell_id)
     grants = host.grants if host is not None else Grants()
     pipeline = PermissionPipeline(policy, grants, card, cell.cell_id)
@@ -329,7 +350,7 @@ def _decide(
     if permission.by == "grant":
         used = "; ".join(dict.fromkeys(g.describe() for g in permission.grants))
         line(f"replaying without a card: every step is covered by a grant ({used})")
-    return permission.decision
+    return permission
 
 
 def _opted_in() -> bool:

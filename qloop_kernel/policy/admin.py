@@ -184,11 +184,16 @@ class AdminFloor:
     def redact_patterns(self) -> tuple[str, ...]:
         return tuple(p for f in self.files for p in f.settings.redact_patterns)
 
-    def otel(self) -> tuple[str | None, bool]:
-        """The admin's OTLP endpoint (or None) and whether content is captured."""
+    def otel(self) -> tuple[str | None, bool | None]:
+        """The admin's OTLP endpoint (or None) and whether traces carry content (None: the admin
+        leaves that to the user; telemetry.py)."""
         endpoint = self._first(lambda s: s.otel_endpoint)
         capture = self._first(lambda s: s.capture_content)
-        return (endpoint[0] if endpoint else None), bool(capture and capture[0])
+        return (endpoint[0] if endpoint else None), (capture[0] if capture else None)
+
+    def always_asked(self) -> frozenset[Risk]:
+        """Every class some admin file puts to a person at every step (``always_ask``)."""
+        return frozenset(risk for f in self.files for risk in f.settings.always_ask)
 
 
 def _line(what: str, setting: str, file: AdminFile) -> str:

@@ -16,12 +16,13 @@ granting ``write`` never grants deleting data or reaching outside the kernel. Sc
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal, TypeAlias, get_args
 
 from ..messages import now_iso
 from ..records import signing
+from .admin import AdminError, admin_floor
 from .risk import RISKS, Risk, severity
 
 Scope: TypeAlias = Literal["cell", "session", "notebook"]
@@ -69,20 +70,25 @@ class Grant:
             return False
         return self.scope != "cell" or (cell_id is not None and cell_id == self.cell_id)
 
-    def what(self) -> str:
-        """What runs without asking: "run_code 'read' and 'write' steps", "my_tool calls"."""
+    def what(self, held: Collection[Risk] = ()) -> str:
+        """What runs without asking: "run_code 'read' and 'write' steps", "my_tool calls"; the
+        classes in ``held`` (the admin floor's ``always_ask``) never do, and are left out ("" when
+        nothing is left)."""
         if self.risk is None:
-            return f"{self.tool} calls"
-        names = [f"'{r}'" for r in covered_classes(self.risk)]
+            return "" if "unknown" in held else f"{self.tool} calls"
+        names = [f"'{r}'" for r in covered_classes(self.risk) if r not in held]
+        if not names:
+            return ""
         joined = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
         return f"{self.tool} {joined} steps"
 
-    def describe(self) -> str:
-        """One line for ``%agent grants`` and the status line."""
+    def describe(self, held: Collection[Risk] = ()) -> str:
+        """One line for ``%agent grants`` and the status line ("" for a grant ``held`` voids)."""
+        what = self.what(held)
         where = SCOPE_TEXT[self.scope]
         if self.scope == "cell" and self.cell_id:
             where += f" ({self.cell_id[:8]})"
-        return f"{self.what()}, {where}"
+        return f"{what}, {where}" if what else ""
 
     def to_json(self) -> dict[str, Any]:
         return {"tool": self.tool, "risk": self.risk, "granted_at": self.granted_at}
@@ -173,16 +179,27 @@ class Grants:
         if self.in_notebook() != before:
             self._notebook_changed()
 
-    def summary(self, cell_id: str | None = None) -> str:
-        """The grants that apply in ``cell_id``, in one short line ("" when there are none)."""
-        shown = [g for g in self._items if g.scope != "cell" or g.cell_id == cell_id]
+    def summary(self, cell_id: str | None = None, held: Collection[Risk] | None = None) -> str:
+        """The grants that apply in ``cell_id``, in one short line ("" when there are none),
+        without the classes in ``held``, which a person approves at every step whatever the grants
+        (None: the admin floor's ``always_ask``, read now)."""
+        held = _floor_held() if held is None else held
+        here = [g for g in self._items if g.scope != "cell" or g.cell_id == cell_id]
+        shown = [line for g in here if (line := g.describe(held))]
         if not shown:
             return ""
-        return "allowed without asking: " + "; ".join(g.describe() for g in shown)
+        return "allowed without asking: " + "; ".join(shown)
 
     def _notebook_changed(self) -> None:
         if self.on_notebook_change is not None:
             self.on_notebook_change(self.in_notebook())
+
+
+def _floor_held() -> frozenset[Risk]:
+    try:
+        return admin_floor().always_asked()
+    except AdminError:  # no turn runs until the admin fixes the file; nothing to leave out
+        return frozenset()
 
 
 def _redundant(old: Grant, new: Grant) -> bool:

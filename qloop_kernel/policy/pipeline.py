@@ -105,6 +105,19 @@ class Permission:
     grants: tuple[Grant, ...] = ()
     waited_s: float = 0.0
 
+    @property
+    def who(self) -> str:
+        """Who decided, as audit traces name it: ``policy``, ``provenance``, ``grant``, ``admin``
+        or ``person``; an approver that answers for a policy (a headless denier) is the policy."""
+        if self.by != "approver":
+            return self.by
+        decision = self.decision
+        if isinstance(decision, Deny) and decision.admin is not None:
+            return "admin"
+        if isinstance(decision, Approve | Deny) and decision.policy is not None:
+            return "policy"
+        return "person"
+
 
 @dataclass
 class PermissionPipeline:
@@ -199,6 +212,8 @@ class PermissionPipeline:
         if held is not None:  # the card says why no policy or grant ran it
             notices = [*request.details.get("notices", []), held]
             request = replace(request, details={**request.details, "notices": notices})
+            if isinstance(request, ApprovalRequest):  # nor offers a grant, which never runs it
+                request = replace(request, always_ask=held)
         asked = self.clock()
         decision = self.approver.decide(request)
         return Permission(decision, "approver", waited_s=self.clock() - asked)

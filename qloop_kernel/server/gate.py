@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..messages import ToolCall
@@ -52,6 +52,7 @@ class Step:
     cell: dict[str, Any] | None = None  # a cell change the page applies (see Approval.cell)
     stop: Callable[[], Any] | None = None  # interrupts the kernel (a cell the page runs)
     session: str | None = None  # the MCP session the server issued (None: a sessionless request)
+    started: float = field(default_factory=time.time)  # when the call arrived (its trace's start)
 
     @property
     def reasons(self) -> list[str]:
@@ -60,7 +61,8 @@ class Step:
 
 @dataclass(frozen=True)
 class Verdict:
-    """Run ``code`` (``run``) or refuse; ``how`` says who decided, ``reason`` the user's words."""
+    """Run ``code`` (``run``) or refuse; ``how`` says who decided, ``reason`` the user's words;
+    ``kind`` and ``by`` say it in the record's and the audit trace's words (decided_by)."""
 
     run: bool
     how: str
@@ -69,6 +71,8 @@ class Verdict:
     message: str = ""  # why it was refused, for the client
     approval_id: str | None = None  # the card, kept to show the call running
     applied: dict[str, Any] | None = None  # what the page did, for a cell change
+    kind: str = "denied"  # approved, edited, denied, auto (policy), always (grant, or a click)
+    by: str = "policy"  # policy, grant, admin, person
 
 
 WriteFile = Callable[["Step"], Awaitable[dict[str, Any]]]
@@ -101,13 +105,16 @@ class Gate:
         )  # fmt: skip
         settled = pipeline.settle(request)  # the page is asked below, without blocking
         if settled is not None and isinstance(settled.decision, Deny):
-            return Verdict(False, "refused by the policy", message=settled.decision.reason)
+            message = settled.decision.reason
+            return Verdict(False, "refused by the policy", message=message, by=settled.who)
         if settled is None and not shown:
             return Verdict(False, NO_PAGE_HOW, message=self._nobody_to_ask(step))
         if settled is not None and settled.by == "policy":
-            allowed = Verdict(True, f"run without asking by the policy '{policy}'", step.code)
+            how = f"run without asking by the policy '{policy}'"
+            allowed = Verdict(True, how, step.code, kind="auto")
         elif settled is not None:
-            allowed = Verdict(True, "run by the user's grant for this client", step.code)
+            how = "run by the user's grant for this client"
+            allowed = Verdict(True, how, step.code, kind="always", by="grant")
         else:
             return await self._ask(step, progress)
         if step.cell is None:
@@ -195,8 +202,9 @@ class Gate:
             self.broker.drop(approval.id)
             said = f": {reason}" if reason else ""
             return Verdict(
-                False, "denied by the user", reason=reason, message=f"denied by the user{said}"
-            )
+                False, "denied by the user", reason=reason, message=f"denied by the user{said}",
+                by="person",
+            )  # fmt: skip
         applied = decision.applied
         if step.session is not None:  # approving a call confirms who holds the session
             self.broker.confirm(step.session, decision.name.strip()[:80] or step.client)
@@ -205,7 +213,8 @@ class Gate:
         if decision.kind == "always" and step.session is not None:
             self.broker.grant(step.session, step.path, step.tool, step.assessment.risk)
             how = "approved by the user, who also allowed later such calls of this client"
-            return Verdict(True, how, step.code, reason, approval_id=approval.id, applied=applied)
+            return Verdict(True, how, step.code, reason, approval_id=approval.id, applied=applied,
+                           kind="always", by="person")  # fmt: skip
         if decision.kind == "edit" and decision.code is not None and decision.code != step.code:
             return Verdict(
                 True,
@@ -214,6 +223,8 @@ class Gate:
                 reason,
                 approval_id=approval.id,
                 applied=applied,
+                kind="edited",
+                by="person",
             )
         return Verdict(
             True,
@@ -222,6 +233,8 @@ class Gate:
             reason,
             approval_id=approval.id,
             applied=applied,
+            kind="approved",
+            by="person",
         )
 
 

@@ -20,6 +20,7 @@ from mcp.types import CallToolResult, ContentBlock, ImageContent, TextContent, T
 from ..notebook_view import notebook_view, render
 from ..policy.risk import Assessment, Reason, classify
 from ..redact import redact_text, redacted_truncate
+from ..telemetry import OutsideCall, trace_outside
 from . import record
 from .broker import OutsideBroker, notebook_key
 from .config import QloopMCP
@@ -276,6 +277,8 @@ class OutsideTools:
             ran_redacted=ran_text is not None and ran_text != verdict.code,
         )
         self.broker.add_record(step.path, entry)
+        call = OutsideCall(entry, step.path, step.session, verdict.kind, verdict.by, step.started)
+        trace_outside(call)
 
 
 def _applied_text(applied: dict[str, Any] | None) -> str:

@@ -16,7 +16,7 @@ import types
 import weakref
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
@@ -36,7 +36,7 @@ from ..policy.permissions import (
     Deny,
     denial_line,
 )
-from ..policy.pipeline import PermissionPipeline
+from ..policy.pipeline import Permission, PermissionPipeline
 from ..policy.risk import Assessment, Reason
 from ..redact import redact_text, redacted_truncate
 from ..text import clip
@@ -311,6 +311,18 @@ def _bound_block(block: Block, limit: int) -> Block:
     return block
 
 
+@dataclass(frozen=True)
+class _Permit:
+    """What the permission pipeline decided about one call, as the runtime acts on it."""
+
+    kind: DecisionKind
+    denial: Deny | None = None
+    waited: float = 0.0
+    validated: BaseModel | None = None  # the input the person edited; None: as the model wrote it
+    risk: str | None = None  # the call's class, as the pipeline saw it
+    by: str = "policy"  # who decided (Permission.who); a read-only tool runs under every policy
+
+
 class StepGuard(Protocol):
     """Checks around each tool execution that the step did not change how approval works."""
 
@@ -413,29 +425,35 @@ class ToolRuntime:
             except ValidationError as exc:
                 return self._error(call, format_validation_error(tool, exc))
             call = ToolCall(call.id, call.name, validated.model_dump(mode="json"))
-        kind, denial, waited, validated = self._permit(tool, call, validated)
-        if denial is not None:
-            return self._denied(call, denial, waited)
-        return self._execute(tool, call, validated, kind, waited)
+        permit = self._permit(tool, call, validated)
+        if permit.denial is not None:
+            outcome = self._denied(call, permit.denial, permit.waited)
+        else:
+            validated = permit.validated or validated
+            outcome = self._execute(tool, call, validated, permit.kind, permit.waited)
+        outcome.risk, outcome.decided_by = permit.risk, permit.by
+        return outcome
 
-    def _permit(
-        self, tool: Tool, call: ToolCall, validated: BaseModel
-    ) -> tuple[DecisionKind, Deny | None, float, BaseModel]:
+    def _permit(self, tool: Tool, call: ToolCall, validated: BaseModel) -> _Permit:
         if not tool.requires_approval:
-            return "readonly", None, 0.0, validated
+            return _Permit("readonly")
         request = self.request(tool, call, validated.model_dump(mode="json"))
         permission = self.pipeline().decide(request)  # a call the model makes now: LIVE
+        acted = self._act(tool, request, permission)
+        return replace(acted, risk=request.risk, by=permission.who)
+
+    def _act(self, tool: Tool, request: ApprovalRequest, permission: Permission) -> _Permit:
         decision = permission.decision
         if permission.by in ("policy", "provenance"):
             if isinstance(decision, Deny):
-                return "denied", decision, 0.0, validated
+                return _Permit("denied", decision)
             self._tell_unasked(request, f"the approval policy '{self.policy.name}' runs it")
-            return "auto", None, 0.0, validated
+            return _Permit("auto")
         if permission.by == "grant":
             self._tell_unasked(request, f"granted: {permission.grants[0].describe()}")
-            return "always", None, 0.0, validated
+            return _Permit("always")
         kind, denial, edited = self._apply(tool, request, decision)
-        return kind, denial, permission.waited_s, edited or validated
+        return _Permit(kind, denial, permission.waited_s, edited)
 
     def _apply(
         self, tool: Tool, request: ApprovalRequest, decision: Decision
