@@ -304,6 +304,20 @@ def _status(rules: RulesFile, approvals: RulesApprovals, mode: str) -> Status:
     return approvals.status(rules)
 
 
+def _cut_rules(text: str, path: object, limit: int) -> str:
+    """The head of a rules file and a note saying where it was cut, in ``limit`` characters (the
+    note, whose length the file's path and the counts set, included)."""
+    shown = str(path) if len(str(path)) <= 160 else "…" + str(path)[-159:]
+    keep = limit
+    for _ in range(4):  # settles at once unless the kept count loses a digit
+        note = (f"\n[rules cut here: {keep:,} of {len(text):,} characters of {shown} "
+                "sent; the rest is left out]")  # fmt: skip
+        if keep == max(0, limit - len(note)):
+            break
+        keep = max(0, limit - len(note))
+    return truncate(text, keep, note=note)
+
+
 def bounded(uses: list[RulesUse], limit: int = MAX_RULES_CHARS) -> list[RulesUse]:
     """The used files' texts fitted into ``limit`` characters, most specific (last) first."""
     left = limit
@@ -319,10 +333,7 @@ def bounded(uses: list[RulesUse], limit: int = MAX_RULES_CHARS) -> list[RulesUse
         if len(text) <= left:
             out[index] = replace(use, status="used", sent=text)
         else:
-            keep = left - 160
-            note = (f"\n[rules cut here: {keep:,} of {len(text):,} characters of {use.file.path} "
-                    "sent; the rest is left out]")  # fmt: skip
-            out[index] = replace(use, status="cut", sent=truncate(text, keep, note=note))
+            out[index] = replace(use, status="cut", sent=_cut_rules(text, use.file.path, left))
         left -= len(out[index].sent)
     return out
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from qloop_kernel.testing import StandInAPI
+from qloop_kernel.values.summaries.trust import count_as_installed
 from tests import network_guard
 from tests.kernel_client import LabKernel
 
@@ -117,6 +118,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     )
     os.environ.update(env)
     network_guard.install(log)
+    # Libraries a read runs (Spark's take() opening its socket) reach the guard's wrappers: they
+    # are this environment's, not the notebook's code, which reads stop (summaries/readguard.py).
+    count_as_installed(network_guard.install.__code__.co_filename)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

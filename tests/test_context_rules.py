@@ -159,6 +159,19 @@ def test_rules_are_bounded_most_specific_kept_and_a_cut_is_said(home: Path) -> N
     assert [u.status for u in uses] == ["no room", "cut", "used"]
 
 
+def test_a_cut_keeps_the_bound_whatever_the_length_of_the_files_path(home: Path) -> None:
+    for depth in (1, 12, 60):
+        repo = home / "/".join(["a-rather-long-folder-name"] * depth) / "repo"
+        (repo / ".git").mkdir(parents=True)
+        write(repo / "AGENTS.md", "general " * 4000)
+        uses = select(discover(repo), RulesApprovals(home / "x"), "all")
+        assert uses[-1].status == "cut"
+        assert sum(len(u.sent) for u in uses) <= MAX_RULES_CHARS
+        note = uses[-1].sent.rsplit("[rules cut here: ", 1)[1]
+        kept = int(note.split(" of ", 1)[0].replace(",", ""))
+        assert uses[-1].sent.startswith("general " * (kept // 8)), "the note says what was kept"
+
+
 def test_a_project_file_needs_approval_by_hash_and_a_changed_one_shows_its_diff(
     home: Path,
 ) -> None:

@@ -20,6 +20,8 @@ INTERNAL_SIGNALS = {
     "qloop_kernel.notebook.undo.NotMeasured",  # a value undo cannot size: not snapshotted
     "qloop_kernel.notebook.deadline.StepStopped",  # raised in the user's code by Stop or a limit
     "qloop_kernel.notebook.guard.StepRunning",  # a qloop command from inside a step
+    "qloop_kernel.values.arrow_content.UnreadableArrow",  # an Arrow type hashed another way
+    "qloop_kernel.values.summaries.readguard.UserCodeStopped",  # a read reached the user's code
 }
 
 

@@ -216,7 +216,7 @@ def test_run_code_with_no_page_is_refused_runs_nothing_and_is_recorded(
 
 # One snippet of each class, none of which may run here (the notebook's kernel is fresh).
 EVERY_CLASS = {
-    "read": "print(sum(range(4)))",
+    "read": "print('ran' + '-' + 'read')",
     "write": "total = 6",
     "compute": "import dask\ndask.compute(1)",
     "unknown": "exec('total = 6')",
@@ -276,7 +276,7 @@ def test_under_ask_with_no_page_a_call_of_every_class_is_refused(server: Jupyter
     for risk, result in results.items():
         assert result.is_error, (risk, text(result))
         assert f"this '{risk}' call needs the user's approval, and no page shows" in text(result)
-    assert "6" not in text(results["read"])  # it did not run: the output is not there
+    assert "ran-read" not in text(results["read"])  # it did not run: the output is not there
     assert "No user variables" in after
 
 

@@ -74,7 +74,9 @@ def test_the_load_imports_only_the_magics_and_the_names_they_accept() -> None:
     done = subprocess.run([sys.executable, "-c", LOADED_BY_THE_LOAD], env=env,
                           capture_output=True, text=True, check=True, timeout=60)  # fmt: skip
     ours = {name for name in json.loads(done.stdout) if name.startswith("qloop_kernel")}
+    # notebook.failures: the hook that keeps failed cells for %agent fix (standard library only)
     assert ours == {"qloop_kernel", "qloop_kernel.names", "qloop_kernel.notebook",
+                    "qloop_kernel.notebook.failures",
                     "qloop_kernel.notebook.ledger", "qloop_kernel.notebook.magic",
                     "qloop_kernel.notebook.options", "qloop_kernel.notebook.session",
                     "qloop_kernel.notebook.warmup"}  # fmt: skip

@@ -54,12 +54,14 @@ def _run(args: argparse.Namespace) -> int:
         return status  # the kernel never started: nothing ran, nothing is written
     target = out if status == EXIT_OK or not out.exists() else _failed_path(out)
     write_notebook(nb, target)
+    if args.quiet:  # the failure's one line, if any, was said; nothing more
+        return status
     if status != EXIT_OK:
         kept = f" ({out} is left as it was)" if target != out else ""
         _say(
             f"qloop run: the run did not finish; wrote what ran to {target}{kept}", file=sys.stderr
         )
-    elif not args.quiet:
+    else:
         _say(f"qloop run: wrote {out}", file=sys.stderr)
     return status
 

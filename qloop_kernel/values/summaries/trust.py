@@ -194,6 +194,12 @@ def installed_file(filename: str) -> bool | None:
     return verdict
 
 
+def count_as_installed(filename: str) -> None:
+    """Take code compiled from ``filename`` for installed code: a file of the environment that is
+    no package (a site's ``sitecustomize``, a test harness's socket guard) that libraries reach."""
+    FILE_VERDICTS[filename] = True
+
+
 def _file_verdict(filename: str) -> bool | None:
     global _ROOTS
     if filename.startswith("<"):
