@@ -500,3 +500,20 @@ def test_catalog_reads_scan_no_table(postgres: Server) -> None:
         while scans(conn) == before and time.monotonic() < deadline:
             threading.Event().wait(0.2)
         assert scans(conn) == before + 1
+
+
+def test_a_table_of_a_closed_postgresql_connection_says_why_and_its_info_hides_the_password(
+    postgres: Server,
+) -> None:
+    import psycopg
+
+    conn = psycopg.connect(postgres.conninfo())
+    info = inspect_variable({"pg": conn}, "pg.info")
+    assert PASSWORD not in info
+    assert PASSWORD not in list_variables({"pg": conn, "info": conn.info})
+    conn.close()
+    with pytest.raises(ToolInputError) as raised:
+        inspect_variable({"pg": conn}, "pg.shop.orders")
+    assert "could not be looked up" in str(raised.value)
+    assert "closed" in str(raised.value).lower()
+    assert "bool" in inspect_variable({"pg": conn}, "pg.closed")  # an attribute as usual
