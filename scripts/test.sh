@@ -1,31 +1,67 @@
 #!/usr/bin/env bash
-# Install everything the tests need (Python packages into .venv, plus Debian's Chromium and the
-# browser-test packages when ui-tests/ is present) and run the whole suite.
+# Install everything the tests need (Python packages into .venv, plus Debian's PostgreSQL and
+# Chromium and the browser-test packages when ui-tests/ is present) and run the whole suite:
+# ruff, mypy, pytest (in worker processes side by side), the extension's lint and jest tests, and
+# the browser tests. Prints how long each phase took at the end (docs/testing.md has the table).
+#
+#   QLOOP_TEST_WORKERS=N   pytest's worker processes (default 3: most tests wait on kernels)
+#   QLOOP_SKIP_BROWSER=1   leave out the browser tests
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
+SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
+phases=()
+phase_start=$SECONDS
+phase() {  # phase NAME: the time since the previous phase ended goes to NAME
+  phases+=("$(printf '%-26s %5ss' "$1" $((SECONDS - phase_start)))")
+  phase_start=$SECONDS
+}
+report() {
+  echo "== time by phase =="
+  printf '%s\n' "${phases[@]}"
+  echo "total                      ${SECONDS}s"
+}
+trap report EXIT
+
+# Debian's packages first, in one apt run: the PostgreSQL server binaries (the database tests start
+# a throwaway cluster of their own; no default cluster is created or started) and Chromium.
+apt_packages=()
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || apt_packages+=(postgresql)
+if [ -x ui-tests/run.sh ] && [ "${QLOOP_SKIP_BROWSER:-0}" != "1" ] && [ ! -x /usr/bin/chromium ]; then
+  apt_packages+=(chromium)
+fi
+if [ "${#apt_packages[@]}" -gt 0 ] && command -v apt-get >/dev/null; then
+  $SUDO mkdir -p /etc/postgresql-common
+  echo "create_main_cluster = false" | $SUDO tee /etc/postgresql-common/createcluster.conf >/dev/null
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+    "${apt_packages[@]}" >/dev/null
+fi
+phase "install: Debian packages"
+
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
 # torch's CPU build where the package index has it (the default wheel brings the CUDA libraries)
 .venv/bin/python -m pip install --quiet "torch==2.13.0+cpu" 2>/dev/null || true
+phase "install: pip, torch"
 .venv/bin/python -m pip install --quiet -e ".[test]"
-# Debian's PostgreSQL server binaries: the database tests start a throwaway cluster of their own
-# (no default cluster is created or started by the package here).
-if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && command -v apt-get >/dev/null; then
-  SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
-  $SUDO mkdir -p /etc/postgresql-common
-  echo "create_main_cluster = false" | $SUDO tee /etc/postgresql-common/createcluster.conf >/dev/null
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq postgresql >/dev/null
-fi
+phase "install: package + extension"
+
 export NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost
 export PATH="$PWD/.venv/bin:$PATH"
 .venv/bin/python -m ruff check qloop_kernel tests bench
+phase "ruff"
 .venv/bin/python -m mypy  # configured in pyproject.toml: strict on the whole package
-.venv/bin/python -m pytest -p no:cacheprovider
+phase "mypy"
+# --dist loadfile: a module's tests share its kernel and stand-in fixtures, in one worker.
+.venv/bin/python -m pytest -p no:cacheprovider -n "${QLOOP_TEST_WORKERS:-3}" --dist loadfile \
+  --durations=25
+phase "pytest"
 # The extension's lint and jest unit tests. Its node_modules come from the install's build; the
 # immutable install only catches up when yarn.lock changed since that build.
 (cd labextension && jlpm install --immutable && jlpm lint:check && jlpm test)
+phase "extension: lint + jest"
 if [ -x ui-tests/run.sh ] && [ "${QLOOP_SKIP_BROWSER:-0}" != "1" ]; then
   PYTHON="$PWD/.venv/bin/python" ui-tests/run.sh
+  phase "browser (Playwright)"
 fi

@@ -10,6 +10,10 @@ const baseConfig = require('@jupyterlab/galata/lib/playwright-config');
 
 const port = process.env.QLOOP_UI_PORT || '8888';
 const python = process.env.PYTHON || 'python';
+// run.sh runs shards of the suite side by side, each with its own stand-in,
+// JupyterLab (on its own port and root folder), results and server log.
+const run = process.env.QLOOP_UI_RUN || '';
+const suffix = run ? `-${run}` : '';
 
 /**
  * The environment JupyterLab and its kernels get on top of Playwright's: a
@@ -32,11 +36,24 @@ const serverEnv = {
 module.exports = {
   ...baseConfig,
   testDir: './tests',
-  outputDir: './test-results',
-  reporter: [['list'], ['html', { open: 'never' }]],
-  // One JupyterLab server on two cores: tests run one at a time.
+  outputDir: run ? `./test-results/${run}` : './test-results',
+  reporter: [
+    ['list'],
+    [
+      'html',
+      {
+        open: 'never',
+        outputFolder: run ? `playwright-report/${run}` : 'playwright-report'
+      }
+    ]
+  ],
+  // Within one run, one test at a time against its JupyterLab server (the
+  // stand-in serves one script at a time); run.sh runs shards side by side.
+  // fullyParallel lets --shard split the suite by test rather than by file,
+  // so the shards take about as long as each other (no spec shares state
+  // between its tests: none has a beforeAll or a serial describe).
   workers: 1,
-  fullyParallel: false,
+  fullyParallel: true,
   retries: 0,
   timeout: 90000,
   expect: { timeout: 15000 },
@@ -72,14 +89,15 @@ module.exports = {
     },
     {
       name: 'jupyterlab',
-      // The server's log goes to jupyter-server.log, not into the test report.
+      // The server's log goes to jupyter-server.log (jupyter-server-RUN.log
+      // for a shard), not into the test report.
       // Real-time collaboration (jupyter-collaboration, in the test extra) is
       // off here: these specs use the notebook as JupyterLab alone has it;
       // playwright.rtc.config.js runs tests-rtc/ with it on.
       command:
         'ANTHROPIC_BASE_URL="${QLOOP_STANDIN_URL:?the stand-in did not start}" ' +
         `"${python}" -m jupyter lab --config jupyter_server_test_config.py ` +
-        '--YDocExtension.disable_rtc=True > jupyter-server.log 2>&1',
+        `--YDocExtension.disable_rtc=True > jupyter-server${suffix}.log 2>&1`,
       env: serverEnv,
       url: `http://127.0.0.1:${port}/lab`,
       timeout: 120000,

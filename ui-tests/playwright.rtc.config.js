@@ -39,7 +39,7 @@ module.exports = {
             ' --SQLiteYStore.db_path="${JUPYTERLAB_GALATA_ROOT_DIR:?run ui-tests/run.sh --rtc}/.jupyter_ystore.db"'
           )
           .replace(
-            '> jupyter-server.log',
+            /> jupyter-server[^ ]*\.log/,
             '> test-results/jupyter-server-rtc.log'
           )
     }

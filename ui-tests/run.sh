@@ -10,9 +10,12 @@
 # (`$PYTHON -m qloop_kernel.testing`, on a free port) and JupyterLab from that
 # environment (`$PYTHON -m jupyter lab`) on port $QLOOP_UI_PORT (8888) with a
 # temporary root folder; the kernels call the stand-in with a fake key.
-# With no arguments it then runs tests-rtc/ under real-time collaboration
-# (jupyter-collaboration, playwright.rtc.config.js) on the same port;
-# `ui-tests/run.sh --rtc [arguments...]` runs only those.
+# With no arguments it runs the whole suite side by side: tests/ in
+# $QLOOP_UI_SHARDS shards (2) and tests-rtc/ under real-time collaboration
+# (jupyter-collaboration, playwright.rtc.config.js), each run with its own
+# stand-in and JupyterLab on the next port (8888, 8889, 8890), its lines
+# prefixed with its name. With arguments it runs tests/ once, passing them to
+# Playwright; `ui-tests/run.sh --rtc [arguments...]` runs only tests-rtc/.
 # Exits with Playwright's exit code (the first failing run's).
 set -euo pipefail
 
@@ -54,27 +57,72 @@ npx tsc --noEmit -p .
 
 root="$(mktemp -d -t qloop-ui-tests.XXXXXX)"
 trap 'rm -rf "$root"' EXIT
-export JUPYTERLAB_GALATA_ROOT_DIR="$root"
 
-rtc_suite() {
-  if ! "$PYTHON" -c 'import jupyter_collaboration' 2>/dev/null; then
-    echo "jupyter-collaboration is missing in $PYTHON's environment:" >&2
-    echo "run 'pip install -e .[test]' at the repository root first" >&2
-    return 2
-  fi
-  npx playwright test --config playwright.rtc.config.js "$@"
+have_collaboration() {
+  "$PYTHON" -c 'import jupyter_collaboration' 2>/dev/null && return 0
+  echo "jupyter-collaboration is missing in $PYTHON's environment:" >&2
+  echo "run 'pip install -e .[test]' at the repository root first" >&2
+  return 2
 }
 
-status=0
+# One run of Playwright: NAME, PORT, then its arguments. Each run has its own stand-in, JupyterLab
+# (on PORT, with a root folder of its own), results folder and server log; its lines are prefixed
+# with NAME when runs go side by side.
+playwright_run() {
+  local name="$1" port="$2"
+  shift 2
+  mkdir -p "$root/$name"
+  local run="$name"
+  [ "$name" != main ] || run=""  # a single run keeps test-results/ and jupyter-server.log
+  QLOOP_UI_PORT="$port" QLOOP_UI_RUN="$run" JUPYTERLAB_GALATA_ROOT_DIR="$root/$name" \
+    npx playwright test "$@"
+}
+
+prefixed() {
+  local name="$1"
+  shift
+  set +e
+  "$@" 2>&1 | sed -u "s/^/[$name] /"
+  local status="${PIPESTATUS[0]}"
+  set -e
+  return "$status"
+}
+
+port="${QLOOP_UI_PORT:-8888}"
 if [ "${1:-}" = "--rtc" ]; then
   shift
-  rtc_suite "$@" || status=$?
-  exit "$status"
+  have_collaboration || exit 2
+  playwright_run rtc "$port" --config playwright.rtc.config.js "$@"
+  exit $?
 fi
-npx playwright test "$@" || status=$?
-if [ "$#" -eq 0 ]; then
-  rtc_status=0
-  rtc_suite || rtc_status=$?
-  [ "$status" -ne 0 ] || status="$rtc_status"
+if [ "$#" -gt 0 ]; then
+  playwright_run main "$port" "$@"
+  exit $?
 fi
+
+# The whole suite: the main specs in QLOOP_UI_SHARDS shards (default 2) and the specs under
+# collaboration, all side by side on consecutive ports from QLOOP_UI_PORT. The browser tests wait on
+# kernels and pages most of the time: on two cores, three runs side by side take about the time of
+# the longest.
+have_collaboration || exit 2
+shards="${QLOOP_UI_SHARDS:-2}"
+pids=()
+names=()
+for ((i = 1; i <= shards; i++)); do
+  prefixed "shard-$i" playwright_run "shard-$i" $((port + i - 1)) --shard="$i/$shards" &
+  pids+=($!)
+  names+=("shard-$i")
+done
+prefixed rtc playwright_run rtc $((port + shards)) --config playwright.rtc.config.js &
+pids+=($!)
+names+=(rtc)
+status=0
+for index in "${!pids[@]}"; do
+  run_status=0
+  wait "${pids[$index]}" || run_status=$?
+  if [ "$run_status" -ne 0 ]; then
+    echo "browser tests: ${names[$index]} failed (exit $run_status)" >&2
+    [ "$status" -ne 0 ] || status="$run_status"
+  fi
+done
 exit "$status"
