@@ -184,3 +184,23 @@ def _environment_left_as_found() -> Iterator[None]:
             else:
                 os.environ.pop(name, None)
         pytest.fail(f"the test left these in the environment: {', '.join(changed)}", pytrace=False)
+
+
+# -- the slowest modules first: worker processes (pytest-xdist) then finish about together ---------
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Put the modules that start a JVM, then those that start kernels, ahead of the rest (a
+    stable sort: each module's tests keep their order). With ``--dist loadfile`` the workers take
+    modules in this order, so the longest come first and the last ones are short."""
+
+    def weight(item: pytest.Item) -> int:
+        return (
+            0 if item.get_closest_marker("spark") else 1 if item.get_closest_marker("kernel") else 2
+        )
+
+    rank: dict[str, int] = {}
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        rank[module] = min(rank.get(module, 2), weight(item))
+    items.sort(key=lambda item: rank[item.nodeid.split("::", 1)[0]])
