@@ -6,8 +6,8 @@
 # BASE (default HEAD: what is not committed yet) is the git revision the change is measured from,
 # e.g. `scripts/quick.sh main` on a branch. Runs ruff, mypy (its cache kept in .mypy_cache) and, with
 # pytest-xdist, the test files that changed or import a changed module (tests/affected.py), without
-# the ones marked `kernel` or `spark` (the tests that start kernels or a JVM, minutes each: QUICK_ALL=1
-# keeps them). Needs the environment that ./scripts/test.sh installs; that full run stays the check.
+# the ones marked `kernel`, `spark` or `slow` (the tests that start kernels or a JVM, property tests
+# and huge values: QUICK_ALL=1 keeps them). Needs the environment that ./scripts/test.sh installs; that full run stays the check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || { echo "run ./scripts/test.sh once first: it installs .venv" >&2; exit 2; }
@@ -26,13 +26,13 @@ if [ "${#files[@]}" -eq 0 ]; then
 fi
 [ "${files[0]}" != "*" ] || files=(tests)
 marks=()
-[ "${QUICK_ALL:-0}" = "1" ] || marks=(-m "not kernel and not spark")
+[ "${QUICK_ALL:-0}" = "1" ] || marks=(-m "not kernel and not spark and not slow")
 echo "quick: ${#files[@]} test file(s) touched since $base"
 status=0
 .venv/bin/python -m pytest -p no:cacheprovider -q -n 2 "${marks[@]}" "${files[@]}" "$@" || status=$?
-# pytest's 5: every touched test is marked kernel or spark (QUICK_ALL=1 runs them).
+# pytest's 5: every touched test is marked kernel, spark or slow (QUICK_ALL=1 runs them).
 if [ "$status" -eq 5 ]; then
-  echo "quick: the touched tests all start kernels; QUICK_ALL=1 scripts/quick.sh runs them"
+  echo "quick: the touched tests are all kernel, spark or slow ones; QUICK_ALL=1 scripts/quick.sh runs them"
   exit 0
 fi
 exit "$status"

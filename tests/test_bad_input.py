@@ -233,6 +233,7 @@ def assert_answered(runtime: ToolRuntime, shell: InteractiveShell, call: ToolCal
     return outcome
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(call=calls)
 def test_any_tool_call_gets_a_bounded_answer_and_never_raises(
@@ -254,6 +255,7 @@ HUGE_VALUES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tool", [*TOOL_NAMES, "no_such_tool"])
 @pytest.mark.parametrize("kind", list(HUGE_VALUES))
 def test_huge_values_in_every_field(
@@ -318,6 +320,7 @@ def assert_every_call_answered(messages: list[dict[str, Any]]) -> None:
         assert answered == asked
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(turns=st.lists(tool_call_blocks, min_size=1, max_size=4))
 def test_the_loop_answers_fuzzed_calls_and_completes(

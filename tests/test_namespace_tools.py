@@ -231,6 +231,7 @@ def test_dataframe_paging_and_columns() -> None:
     assert not re.search(r"^id\s", text, flags=re.MULTILINE)
 
 
+@pytest.mark.slow
 def test_million_by_fifty_frame_stays_within_budget() -> None:
     df = mixed_frame(1_000_000)
     text = inspect_variable({"df": df}, "df")
@@ -364,6 +365,7 @@ def test_repr_that_raises() -> None:
         assert listed_names(list_variables(namespace)) == ["b", "items"]
 
 
+@pytest.mark.slow
 def test_huge_objects_are_bounded() -> None:
     namespace = {
         "numbers": list(range(1_000_000)),

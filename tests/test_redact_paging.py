@@ -278,6 +278,7 @@ def previews(listing: str) -> str:
     return "\n".join(row[row.find("'") :] for row in rows if "'" in row)
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=secrets_and_text(), max_chars=st.integers(500, 700))
 def test_property_no_page_preview_or_cut_of_a_random_secret_shows_a_piece(

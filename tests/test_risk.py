@@ -192,6 +192,7 @@ def test_the_classifier_imports_only_the_standard_library():
 _FRAGMENTS = [c.code for c in CASES] + ["", "\n", "    ", "(", "'", "%", "!", "%%", "\\"]
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(max_size=200))
 def test_classify_never_raises_on_arbitrary_text(text: str):
@@ -201,6 +202,7 @@ def test_classify_never_raises_on_arbitrary_text(text: str):
     assert all(r.line >= 1 for r in assessment.reasons)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.sampled_from(_FRAGMENTS), max_size=6), st.sampled_from(["\n", "; ", "\n    "]))
 def test_classify_never_raises_on_combined_snippets(parts: list[str], joiner: str):
