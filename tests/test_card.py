@@ -310,6 +310,31 @@ def test_the_approver_can_leave_out_always_allow(
         find_button(displayed_card(captured), "Always allow")
 
 
+def test_an_interrupt_while_the_waiting_comm_opens_still_closes_the_card(
+    shell: InteractiveShell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The interrupt may land after the card is shown and before the wait begins (here, while
+    the comm announcing the waiting card opens): the card shown must not stay clickable."""
+    import comm
+
+    from qloop_kernel.notebook.waiting import WAITING_TARGET
+
+    create = comm.create_comm
+
+    def interrupted(**args: Any) -> Any:
+        if args.get("target_name") == WAITING_TARGET:
+            raise KeyboardInterrupt
+        return create(**args)
+
+    monkeypatch.setattr(comm, "create_comm", interrupted)
+    with capture_output() as captured, pytest.raises(KeyboardInterrupt):
+        CardApprover(allow_always=True, cell_id="cell-1").decide(code_request())
+    card = displayed_card(captured)
+    for label in ("Approve", "Deny", "Always allow"):
+        assert find_button(card, label).disabled
+    assert "qloop-card-done" in card._dom_classes
+
+
 # -- after the decision, the card folds to one line ----------------------------------------------
 
 

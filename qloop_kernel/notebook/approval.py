@@ -407,9 +407,16 @@ class ApprovalCard:
         """Add what the step did (its changes, its Undo) at the foot of the card."""
         self.widget.children = (*self.widget.children, widget)
 
+    @property
+    def closed(self) -> bool:
+        """Whether the card was disabled and folded (decided or interrupted)."""
+        return self._folded is not None
+
     def close(self, text: str) -> None:
         """Disable the card and fold it to one line: the decision, the tool and the first line of
         what runs (the duration joins it when the step ends); the whole card stays a click away."""
+        if self._folded is not None:
+            return  # closed once already: the first outcome stands
         for item in [*self.buttons, self.editor]:
             item.disabled = True
         decision = self._decision
@@ -645,11 +652,14 @@ class CardApprover:
         self.cards[request.call.id if isinstance(request, ApprovalRequest) else "replay"] = card
         try:
             display(card.bundle(), raw=True)
-        except KeyboardInterrupt:
-            card.close("interrupted — not run")
+            with announced(self.cell_id, card.widget):
+                return card.wait()
+        except BaseException:
+            # An interrupt may land anywhere here (while the card is sent, while the waiting
+            # comm opens, while the click is awaited): the card never stays clickable.
+            if not card.closed:
+                card.close("interrupted — not run")
             raise
-        with announced(self.cell_id, card.widget):
-            return card.wait()
 
 
 def show_unasked(request: ApprovalRequest, why: str) -> None:
