@@ -73,7 +73,9 @@ playwright_run() {
   shift 2
   mkdir -p "$root/$name"
   local run="$name"
-  [ "$name" != main ] || run=""  # a single run keeps test-results/ and jupyter-server.log
+  # A single run keeps test-results/ and jupyter-server.log, unless QLOOP_UI_RUN names its own
+  # (runs of single specs side by side, each also on its own QLOOP_UI_PORT).
+  [ "$name" != main ] || run="${QLOOP_UI_RUN:-}"
   QLOOP_UI_PORT="$port" QLOOP_UI_RUN="$run" JUPYTERLAB_GALATA_ROOT_DIR="$root/$name" \
     npx playwright test "$@"
 }
