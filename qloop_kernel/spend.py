@@ -13,6 +13,7 @@ import datetime as dt
 import fcntl
 import getpass
 import json
+import math
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -43,6 +44,48 @@ def usage_path(floor: AdminFloor) -> Path:
     return Path(jupyter_data_dir()) / "qloop" / "usage.jsonl"
 
 
+COUNTERS = ("steps", "input_tokens", "output_tokens", "cache_read_input_tokens",
+            "cache_creation_input_tokens")  # fmt: skip
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def ledger_call(row: dict[str, Any]) -> dict[str, Any] | None:
+    """A ledger row as a model call (day, notebook, model, cost or None, the counters), or None when
+    it is not one (a line written by hand, or cut)."""
+    cost = row.get("cost_usd")
+    day = row.get("day")
+    if not isinstance(day, str) or not _is_day(day):
+        return None
+    if cost is not None and not _amount(cost):
+        return None
+    if not all(_count(row.get(name, 0)) for name in COUNTERS):
+        return None
+    return {
+        "day": day,
+        "notebook": str(row.get("notebook") or "-"),
+        "model": str(row.get("model") or "-"),
+        "cost_usd": None if cost is None else float(cost),
+        **{name: row.get(name, 0) for name in COUNTERS},
+    }
+
+
+def _amount(value: object) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return math.isfinite(value) and value >= 0
+
+
+def _is_day(text: str) -> bool:
+    try:
+        dt.date.fromisoformat(text)
+    except ValueError:
+        return False
+    return len(text) == 10
+
+
 @dataclass(frozen=True)
 class SpendLedger:
     """The user's usage file."""
@@ -60,28 +103,39 @@ class SpendLedger:
             finally:
                 fcntl.flock(ledger, fcntl.LOCK_UN)
 
-    def rows(self) -> Iterator[dict[str, Any]]:
-        """Every row (a line that is not a JSON object is skipped)."""
+    def read(self) -> tuple[list[dict[str, Any]], int]:
+        """Every row, and how many lines are not a JSON object (skipped; blank lines aside).
+        A missing file has no rows."""
         try:
-            with self.path.open(encoding="utf-8") as ledger:
+            with self.path.open(encoding="utf-8", errors="replace") as ledger:
                 fcntl.flock(ledger, fcntl.LOCK_SH)
                 lines = ledger.readlines()
         except FileNotFoundError:
-            return
-        for line in lines:
+            return [], 0
+        rows, unreadable = [], 0
+        for line in filter(str.strip, lines):
             try:
                 row = json.loads(line)
             except ValueError:
-                continue
+                row = None
             if isinstance(row, dict):
-                yield row
+                rows.append(row)
+            else:
+                unreadable += 1
+        return rows, unreadable
+
+    def rows(self) -> Iterator[dict[str, Any]]:
+        """Every row (a line that is not a JSON object is skipped)."""
+        yield from self.read()[0]
 
     def spent_on(self, day: str) -> float:
-        """USD recorded on a UTC day (``YYYY-MM-DD``)."""
-        return sum(float(r.get("cost_usd") or 0.0) for r in self.rows() if r.get("day") == day)
+        """USD recorded on a UTC day (``YYYY-MM-DD``) by the rows that are model calls."""
+        calls = (ledger_call(row) for row in self.rows())
+        return sum(c["cost_usd"] or 0.0 for c in calls if c is not None and c["day"] == day)
 
 
-def _resets_in(now: dt.datetime) -> str:
+def resets_in(now: dt.datetime) -> str:
+    """How long until the next 00:00 UTC, as `3 h 12 min`."""
     midnight = dt.datetime.combine(now.date() + dt.timedelta(days=1), dt.time(), dt.timezone.utc)
     minutes = int((midnight - now).total_seconds() // 60)
     return f"{minutes // 60} h {minutes % 60:02d} min"
@@ -115,7 +169,7 @@ class SpendGuard:
             return None
         return BudgetExceeded("cost", spent, cap, cap=(
             f"the daily spend cap is reached (${spent:.4f} of ${cap:.2f} today: the admin setting "
-            f"max_cost_per_day in {path}); it resets at 00:00 UTC, in {_resets_in(now)}"))  # fmt: skip
+            f"max_cost_per_day in {path}); it resets at 00:00 UTC, in {resets_in(now)}"))  # fmt: skip
 
     def record(self, response: ModelResponse, model: str, cost: float | None) -> None:
         """One row for a model call."""

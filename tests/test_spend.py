@@ -82,10 +82,10 @@ def test_qloop_usage_sums_cost_tokens_and_steps_by_day_notebook_and_model(
     assert rows == [
         {"day": day, "notebook": "sales.ipynb", "model": "claude-haiku-5-5", "calls": 2,
          "steps": 3, "input_tokens": 200, "output_tokens": 40, "cache_read_input_tokens": 10,
-         "cache_creation_input_tokens": 2, "cost_usd": pytest.approx(0.005)},
+         "cache_creation_input_tokens": 2, "cost_usd": pytest.approx(0.005), "unpriced_calls": 0},
         {"day": day, "notebook": "sales.ipynb", "model": "claude-opus-5-5", "calls": 1,
          "steps": 0, "input_tokens": 100, "output_tokens": 20, "cache_read_input_tokens": 5,
-         "cache_creation_input_tokens": 1, "cost_usd": None},
+         "cache_creation_input_tokens": 1, "cost_usd": 0.0, "unpriced_calls": 1},
     ]  # fmt: skip
     assert main(["usage"]) == 0
     table = capsys.readouterr().out

@@ -11,7 +11,8 @@ from typing import Any
 
 from ..effective import effective_lines
 from ..policy.admin import AdminError, admin_floor
-from ..spend import SpendLedger, usage_path
+from ..spend import COUNTERS
+from ..usage import MAX_DAYS, unreadable_line, usage_report
 from .files import CliError
 
 
@@ -38,49 +39,47 @@ def _config(args: argparse.Namespace) -> int:
     return 0
 
 
-_COLUMNS = ("calls", "steps", "input_tokens", "output_tokens", "cache_read_input_tokens",
-            "cache_creation_input_tokens", "cost_usd")  # fmt: skip
-
-
-def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per (day, notebook, model): calls, steps, the four token counters and the cost
-    (None when a call's cost was not known)."""
-    groups: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for row in rows:
-        key = (str(row.get("day")), str(row.get("notebook") or "-"), str(row.get("model")))
-        group = groups.setdefault(key, dict.fromkeys(_COLUMNS, 0))
-        group["calls"] += 1
-        for name in _COLUMNS[1:-1]:
-            group[name] += int(row.get(name) or 0)
-        cost = row.get("cost_usd")
-        group["cost_usd"] = None if cost is None or group["cost_usd"] is None else (
-            group["cost_usd"] + float(cost))  # fmt: skip
-    return [{"day": d, "notebook": n, "model": m, **g} for (d, n, m), g in sorted(groups.items())]
+def _cost(row: dict[str, Any]) -> str:
+    """The cost of a row: known calls' USD, and how many calls had no known price."""
+    if row["unpriced_calls"] == row["calls"]:
+        return "unknown"
+    cost = f"${row['cost_usd']:.4f}"
+    return f"{cost} + {row['unpriced_calls']} unpriced" if row["unpriced_calls"] else cost
 
 
 def _usage(args: argparse.Namespace) -> int:
+    if not 1 <= args.days <= MAX_DAYS:
+        raise CliError(f"--days is a number of days from 1 to {MAX_DAYS:,}")
     try:
-        ledger = SpendLedger(usage_path(admin_floor()))
+        report = usage_report(admin_floor(), args.days, dt.datetime.now(dt.timezone.utc))
     except AdminError as exc:
         raise CliError(str(exc)) from None
-    since = (dt.datetime.now(dt.timezone.utc).date() - dt.timedelta(days=args.days - 1)).isoformat()
-    table = summary([r for r in ledger.rows() if str(r.get("day")) >= since])
     if args.json:
-        print(json.dumps(table, indent=1))
+        print(json.dumps(report["rows"], indent=1))
         return 0
-    if not table:
-        print(f"no model calls recorded since {since} ({ledger.path})")
-        return 0
-    print(
-        f"{'day':<11}{'notebook':<28}{'model':<22}{'calls':>6}{'steps':>6}{'tokens':>11}{'cost':>11}"
-    )
-    for row in table:
-        tokens = sum(int(row[n]) for n in _COLUMNS[2:-1])
-        cost = "unknown" if row["cost_usd"] is None else f"${row['cost_usd']:.4f}"
-        print(f"{row['day']:<11}{row['notebook'][:27]:<28}{row['model'][:21]:<22}{row['calls']:>6}"
-              f"{row['steps']:>6}{tokens:>11,}{cost:>11}")  # fmt: skip
-    known = [r["cost_usd"] for r in table if r["cost_usd"] is not None]
-    print(
-        f"total: ${sum(known):.4f} over {sum(r['calls'] for r in table)} model calls ({ledger.path})"
-    )
+    for line in usage_lines(report):
+        print(line)
     return 0
+
+
+def usage_lines(report: dict[str, Any]) -> list[str]:
+    """``qloop usage``'s table of a usage report, its total, unread lines and daily cap."""
+    table, ledger = report["rows"], report["ledger"]
+    lines = [] if table else [f"no model calls recorded since {report['since']} ({ledger})"]
+    if table:
+        lines.append(f"{'day':<11}{'notebook':<28}{'model':<22}{'calls':>6}{'steps':>6}"
+                     f"{'tokens':>11}{'cost':>11}")  # fmt: skip
+    for row in table:
+        tokens = sum(int(row[n]) for n in COUNTERS[1:])
+        lines.append(f"{row['day']:<11}{row['notebook'][:27]:<28}{row['model'][:21]:<22}"
+                     f"{row['calls']:>6}{row['steps']:>6}{tokens:>11,}{_cost(row):>11}")  # fmt: skip
+    totals = report["totals"]
+    if table:
+        lines.append(f"total: {_cost(totals)} over {totals['calls']} model calls ({ledger})")
+    if report["unreadable_lines"]:
+        lines.append(unreadable_line(report["unreadable_lines"]))
+    cap = report["cap"]
+    if cap is not None:
+        lines.append(f"today: ${cap['spent_today']:.4f} of the daily cap ${cap['max_cost_per_day']:.2f} "
+                     f"({cap['source']}); it resets at 00:00 UTC, in {cap['resets_in']}")  # fmt: skip
+    return lines

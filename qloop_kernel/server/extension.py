@@ -20,6 +20,7 @@ from .handlers import (
     StopHandler,
 )
 from .missing import MissingMCPHandler
+from .usage import UsageHandler
 
 _STATE_KEY = "qloop_outside"
 
@@ -36,6 +37,7 @@ def load(serverapp: Any) -> None:
         (url_path_join(base, "qloop/outside/claim"), ClaimHandler, {"broker": broker}),
         (url_path_join(base, "qloop/outside/saved"), SavedHandler, {"broker": broker}),
         (url_path_join(base, "qloop/outside/agent_cell"), AgentCellHandler, {"broker": broker}),
+        (url_path_join(base, "qloop/usage"), UsageHandler, {}),
     ]
     state: dict[str, Any] = {"broker": broker, "config": config, "task": None}
     if config.enabled:
