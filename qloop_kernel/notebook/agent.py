@@ -47,7 +47,7 @@ from .guard import StepGuard
 from .ledger import cell_ledger
 from .mcp import review_project_files
 from .notebook_grants import NotebookGrantStore, notebook_notice
-from .plan import PLAN_TOOLS, Plans, plan_task
+from .plan import PLAN_TOOLS, PlannedStore, Plans, plan_task
 from .proposals import CellProposals, proposal_tools, where_now
 from .replay import replay, replay_policy, replay_steps
 from .threaded import ThreadedModel
@@ -56,6 +56,7 @@ from .undo import note_in_conversation
 
 if TYPE_CHECKING:
     from ..records import CellRecord
+    from ..records.schema import PlanRecord
     from ..tools.runtime import Tool
     from .session import KernelSession
     from .tools import NotebookSource
@@ -303,17 +304,23 @@ class KernelAgent:
                 self._note_unrepeated(record)
                 self._note_proposals(record, cell)
                 replay(self, record, replay_policy(self.base_settings, cell), cell)
+                if options.plan:  # the replayed plan is the session's plan again
+                    self.plans.keep_text(task, record.answer, cell.cell_id)
                 return None
-        result = self.run_turn(prompt, options.settings, cell, options.attach, plan=options.plan)
+        kept = self.plans.record(task) if options.run_plan else None
+        result = self.run_turn(
+            prompt, options.settings, cell, options.attach, plan=options.plan, kept_plan=kept
+        )
         if options.plan:
-            self.plans.keep(task, result)
+            self.plans.keep(task, result, cell.cell_id)
         return result
 
     def run_turn(
         self, prompt: str, settings: Settings, cell: CellContext, attach: tuple[str, ...] = (),
-        *, plan: bool = False,
+        *, plan: bool = False, kept_plan: PlanRecord | None = None,
     ) -> TurnResult:  # fmt: skip
-        """A new turn of ``cell``; ``plan``: only the read tools (the answer is a plan)."""
+        """A new turn of ``cell``; ``plan``: only the read tools (the answer is a plan);
+        ``kept_plan``: a ``--run-plan`` turn's plan, kept in its record."""
         _check_floor(settings)
         _check_credentials(settings.provider)
         try:
@@ -346,7 +353,8 @@ class KernelAgent:
             unseen=no_metadata(cell),
             fingerprint=lambda record: prints.build(final=record.status != "running"),
         )
-        store = ChangesStore(annotated, self.undo)  # each step's changes in the record
+        planned = PlannedStore(annotated, kept_plan)  # the plan proposed and run, where one is
+        store = ChangesStore(planned, self.undo)  # each step's changes in the record
         view = TurnDisplay(
             interactive=cell.interactive,
             max_turns=settings.max_turns,

@@ -144,6 +144,11 @@ class AgentMagics(Magics):
 
         from .agent import CellOptions
 
+        if args.discard_plan:  # Discard on the plan list: the kept plan goes, nothing runs
+            if prompt or args.plan or args.run_plan:
+                raise UsageError("%agent --discard-plan: takes no task and no other plan option")
+            self.agent.plans.discard()
+            return
         if not prompt and not args.run_plan:  # --run-plan alone runs the last plan
             raise UsageError(
                 "%%agent: the task is empty: write what the agent should do in the cell"

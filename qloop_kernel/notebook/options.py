@@ -63,6 +63,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("--plan", "plan", "answer with a numbered plan and run nothing (only read tools)"),
     Option("--run-plan", "run_plan", "carry out the last plan; the cell's text, where given, is "
            "the plan (as you edited it)"),
+    Option("--discard-plan", "discard_plan", "drop the session's last plan (Discard on the plan "
+           "list); nothing runs"),
     Option("--with", "attach", "attach a file (text, CSV or Parquet head and schema, image), a "
            "variable's summary or a cell to the turn; repeatable, or a comma list",
            "PATH|VARIABLE|@CELL-ID", repeatable=True),

@@ -189,10 +189,23 @@ class ContextRecord(_Strict):
     estimate_method: str = ""
 
 
+class PlanRecord(_Strict):
+    """A ``--run-plan`` turn's plan: the plan proposed (the ``--plan`` turn's steps, as the session
+    kept them; "" when it kept none) and the plan run (as the user edited it); ``task``: its task."""
+
+    task: str = ""
+    proposed: str = ""
+    run: str
+
+    @property
+    def edited(self) -> bool:
+        return self.run != self.proposed
+
+
 # Fields added after version 2 was first written: left out of the digest while they hold their
 # default, so that records written before them still verify. ``history`` is never digested: each
 # entry is a whole record that verifies on its own.
-_LATER_FIELDS = ("metadata_unseen", "fingerprint", "context")
+_LATER_FIELDS = ("metadata_unseen", "fingerprint", "context", "plan")
 _NEVER_DIGESTED = ("digest", "signature", "history")
 
 
@@ -219,6 +232,7 @@ class CellRecord(_Strict):
     metadata_unseen: bool = False
     fingerprint: Fingerprint | None = None
     context: ContextRecord | None = None  # what the first request held besides the prompt
+    plan: PlanRecord | None = None  # a --run-plan turn: the plan proposed and the plan run
     history: list[dict[str, Any]] = Field(default_factory=list)  # earlier records, newest first
     digest: str = ""
     signature: str = ""

@@ -37,6 +37,7 @@ export interface CellRecord {
   metadata_unseen?: boolean;
   fingerprint?: Fingerprint | null;
   context?: ContextRecord | null;
+  plan?: PlanRecord | null;
   history?: {
     [k: string]: unknown;
   }[];
@@ -186,4 +187,13 @@ export interface AttachmentRecord {
 export interface ToolSize {
   name: string;
   chars?: number;
+}
+/**
+ * A ``--run-plan`` turn's plan: the plan proposed (the ``--plan`` turn's steps, as the session
+ * kept them; "" when it kept none) and the plan run (as the user edited it); ``task``: its task.
+ */
+export interface PlanRecord {
+  task?: string;
+  proposed?: string;
+  run: string;
 }
