@@ -27,6 +27,7 @@ import { ProposalBoards, showProposals } from './proposalview';
 import { restorePlugin } from './restore';
 import { trackSource } from './source';
 import { trackSuperseded } from './supersede';
+import { usagePlugin } from './usage';
 /* eslint-enable jupyter/prefer-lazy-imports */
 
 /**
@@ -135,7 +136,8 @@ const plugins: JupyterFrontEndPlugin<void>[] = [
   agentCellMarker,
   restorePlugin,
   copyToCellPlugin,
-  outsideAgents
+  outsideAgents,
+  usagePlugin
 ];
 
 export default plugins;
