@@ -5,6 +5,7 @@ extension) is played by the test: it answers the kernel's hello, read_notebook a
 from __future__ import annotations
 
 import io
+import json
 import os
 from typing import Any
 
@@ -16,6 +17,8 @@ from qloop_kernel.notebook.plan import PLAN_TOOLS
 from qloop_kernel.notebook_view import notebook_view
 from qloop_kernel.testing import Reply, StandInAPI, text, tool_use
 from tests.agent_outputs import result_text, saved_record, tool_results
+from tests.test_cell_runs import answer
+from tests.test_proposals import next_request
 from tests.test_read_notebook import OPERATIONS, answer_hello
 
 pytestmark = pytest.mark.kernel
@@ -46,7 +49,13 @@ def serve_page(
 ) -> list[dict[str, Any]]:
     """Play the page until the cell ends: answer the hello, every read_notebook with ``cells``,
     and each proposal with the next of ``decisions``; return the proposals shown."""
-    comm_id = answer_hello(lab, cell, "work/fix.ipynb", OPERATIONS)
+    return serve(lab, cell, cells, decisions, answer_hello(lab, cell, "work/fix.ipynb", OPERATIONS))
+
+
+def serve(
+    lab: Any, cell: str, cells: list[dict[str, Any]], decisions: list[dict[str, Any]], comm_id: str
+) -> list[dict[str, Any]]:
+    """``serve_page`` on the kernel's comm ``comm_id``, already open."""
     seen: set[str] = set()
     shown: list[dict[str, Any]] = []
 
@@ -75,6 +84,19 @@ def code(cell_id: str, source: str) -> dict[str, Any]:
 
 def accepted(cell_id: str, source: str) -> dict[str, Any]:
     return {"decision": "accepted", "cell_id": cell_id, "source": source, "reason": ""}
+
+
+def assist(action: str) -> dict[str, Any]:
+    """The metadata of the page's Fix, Explain or Edit request, sent with the cell's id."""
+    return {"qloopAssist": action}
+
+
+def page_quoted(text: str) -> str:
+    """The instruction as the page writes it into ``%agent edit CELL_ID ...`` (assist.ts)."""
+    escaped = json.dumps(text)
+    for char, code in (("$", "0024"), ("{", "007b"), ("}", "007d"), (" ", "0020")):
+        escaped = escaped.replace(char, f"\\u{code}")
+    return escaped
 
 
 def fail(lab: Any, source: str, cell_id: str) -> None:
@@ -284,3 +306,114 @@ def test_qloop_run_fixes_under_the_policy_and_refuses_a_proposal_readonly_would_
     assert "readonly" in result_text(tool_results(requests[1])[0])
     assert nb.cells[1].source == "value = d['b']"  # left as it was
     assert "qloop run: edit_cell not applied: " in progress.getvalue()
+
+
+def test_the_pages_fix_runs_beside_the_cell_goes_on_after_a_failed_fix_and_is_undone(
+    lab: Any, api: StandInAPI
+) -> None:
+    api.set_script([
+        Reply([tool_use("edit_cell", {"cell_id": "lookup", "source": "value = d['c']"})]),
+        Reply([text("Read key c.")]),
+        Reply([tool_use("edit_cell", {"cell_id": "lookup", "source": "value = d.get('b', 0)"})]),
+        Reply([text("Now with a default.")]),
+    ])  # fmt: skip
+    lab.run(SETUP, cell_id="setup")
+    fail(lab, "value = d['b']", "lookup")
+    first = lab.execute("%agent fix lookup", cell_id="lookup", metadata=assist("fix"))
+    comm_id = answer_hello(lab, first, "work/fix.ipynb", [*OPERATIONS, "revert_cell"])
+    cells = [code("setup", SETUP), code("lookup", "value = d['b']")]
+    shown = serve(lab, first, cells, [{**accepted("lookup", "value = d['c']"),
+                                       "previous": "value = d['b']"}], comm_id)  # fmt: skip
+    assert lab.complete(first, 60)["content"]["status"] == "ok"
+    assert [(p["kind"], p["target"]) for p in shown] == [("edit", "lookup")]  # its own source
+    ops = [m["content"]["data"].get("op") for m in lab.messages(first, "comm_msg")]
+    assert "set_metadata" not in ops  # the cell's own record is left alone: the page saves it
+    record = saved_record(lab, first)  # the mirror, shown in the page's area beside the cell
+    assert record["cell_id"] == "lookup" and record["prompt"].startswith("Fix the error")
+    fail(lab, "value = d['c']", "lookup")  # Accept and run: the page runs it, it fails again
+    second = lab.execute("%agent fix", cell_id="lookup", metadata=assist("fix"))
+    cells = [code("setup", SETUP), code("lookup", "value = d['c']")]
+    serve(lab, second, cells, [{**accepted("lookup", "value = d.get('b', 0)"),
+                                "previous": "value = d['c']"}], comm_id)  # fmt: skip
+    assert lab.complete(second, 60)["content"]["status"] == "ok"
+    task = prompt_of(api.requests[2])
+    assert task.startswith("Fix the error of notebook cell lookup.")  # still the failed cell
+    assert "goes on from your earlier fix of this cell in this conversation (1 so far)" in task
+    assert "KeyError: 'c'" in task and "```python\nvalue = d['c']\n```" in task
+    assert "Read key c." in str(api.requests[2].body["messages"])  # the same conversation
+    undo = lab.execute("%agent undo")
+    revert = next_request(lab, undo, "revert_cell", set())
+    assert (revert["target"], revert["kind"]) == ("lookup", "edit")
+    assert (revert["source"], revert["previous"]) == ("value = d.get('b', 0)", "value = d['c']")
+    answer(lab, comm_id, revert)
+    assert lab.complete(undo, 60)["content"]["status"] == "ok"
+    assert "cell lookup has its source from before the step again" in lab.stdout(undo)
+
+
+def test_explain_reads_the_cell_and_its_error_and_runs_or_proposes_nothing(
+    lab: Any, api: StandInAPI
+) -> None:
+    api.set_script([
+        Reply([tool_use("run_code", {"code": "d['b'] = 1"})]),  # not offered: refused
+        Reply([text("It reads key b of d, which d lacks.")]),
+    ])  # fmt: skip
+    lab.run(SETUP, cell_id="setup")
+    fail(lab, "value = d['b']", "lookup")
+    cell = lab.execute("%agent explain lookup", cell_id="lookup", metadata=assist("explain"))
+    shown = serve_page(lab, cell, [code("setup", SETUP), code("lookup", "value = d['b']")], [])
+    assert lab.complete(cell, 60)["content"]["status"] == "ok" and shown == []
+    task = prompt_of(api.requests[0])
+    assert task.startswith(
+        "Explain notebook cell lookup to the user: what it does and why it fails."
+    )
+    assert "```python\nvalue = d['b']\n```" in task and "KeyError: 'b'" in task
+    assert "d  dict" in task or "\nd " in task
+    assert tools_of(api.requests[0]) <= PLAN_TOOLS
+    assert "unknown tool" in result_text(tool_results(api.requests[1])[0]).lower()
+    assert lab.run("print(d)").strip() == "{'a': 1}"  # nothing ran
+    assert saved_record(lab, cell)["answer"] == "It reads key b of d, which d lacks."
+    again = lab.execute("%agent fix lookup", cell_id="fixer")  # still the failed cell to fix
+    assert "has not failed" not in str(lab.complete(again, 60)["content"])
+
+
+def test_explain_without_a_page_uses_the_source_the_cell_ran_with(
+    lab: Any, api: StandInAPI
+) -> None:
+    api.set_script([Reply([text("It makes a dict.")])])
+    lab.run(SETUP, cell_id="setup")
+    cell = lab.execute("%agent explain setup", cell_id="asker")  # no page answers
+    assert lab.complete(cell, 60)["content"]["status"] == "ok"
+    task = prompt_of(api.requests[0])
+    assert task.startswith("Explain notebook cell setup to the user: what it does.")
+    assert f"```python\n{SETUP}\n```" in task and "fails" not in task.splitlines()[0]
+    missing = lab.execute("%agent explain nowhere", cell_id="asker")
+    assert lab.complete(missing, 60)["content"]["status"] == "error"
+    assert "no code cell with id 'nowhere'" in lab.stderr(missing)
+    assert len(api.requests) == 1
+
+
+def test_edit_with_agent_gets_the_instruction_intact_quotes_newlines_and_all(
+    lab: Any, api: StandInAPI
+) -> None:
+    instruction = "call it \"total\"\n\tthen halve it \\ keep  $x, {y} and 'z'"
+    api.set_script([
+        Reply([tool_use("edit_cell", {"cell_id": "plot", "source": "total = 1"})]),
+        Reply([text("Renamed.")]),
+        Reply([text("Noted.")]),
+    ])  # fmt: skip
+    lab.run("x = 'EXPANDED'\ny = 'EXPANDED'")
+    line = f"%agent edit plot {page_quoted(instruction)}"
+    assert "\n" not in line and "$" not in line and "{" not in line and "  " not in line
+    cell = lab.execute(line, cell_id="plot", metadata=assist("edit"))
+    comm_id = answer_hello(lab, cell, "work/fix.ipynb", OPERATIONS)
+    shown = serve(lab, cell, [code("plot", "t = 1")], [accepted("plot", "total = 1")], comm_id)
+    assert lab.complete(cell, 60)["content"]["status"] == "ok"
+    task = prompt_of(api.requests[0])
+    assert task.startswith(f"Change notebook cell plot as the user asks: {instruction}\n")
+    assert "EXPANDED" not in task
+    assert [(p["kind"], p["target"]) for p in shown] == [("edit", "plot")]
+    typed = lab.execute('%agent edit plot "say \\"hi\\" twice"', cell_id="editor")
+    serve(lab, typed, [code("plot", "total = 1"), code("editor", "")], [], comm_id)
+    assert lab.complete(typed, 60)["content"]["status"] == "ok"
+    assert prompt_of(api.requests[2]).startswith('Change notebook cell plot as the user asks: '
+                                                 'say "hi" twice\n')  # fmt: skip

@@ -143,3 +143,35 @@ def test_show_lists_outside_agents_calls_with_whether_your_key_signed_them(
     shown = json.loads(capsys.readouterr().out)["outside"]
     assert [e["provenance"] for e in shown] == ["yours", "received", "unreadable"]
     assert shown[0]["code"] == "y = 1" and shown[0]["reason"] == "fine"
+
+
+def test_show_lists_the_fix_explain_and_edit_turns_saved_on_ordinary_cells(
+    tmp_path: Path, capsys
+) -> None:
+    fix = record("Fix the error of notebook cell lookup.\n\nThe cell's source now:", step("d"))
+    broken = record("Explain notebook cell lookup.").sealed().model_dump(mode="json")
+    broken["answer"] = "changed after it was written"
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("value = d['b']", id="lookup")
+    cell.metadata["qloop_assist"] = {"turns": [
+        {"action": "fix", "record": fix.sealed().model_dump(mode="json")},
+        {"action": "explain", "record": broken},
+    ]}  # fmt: skip
+    nb.cells = [nbformat.v4.new_code_cell("d = {}"), cell]
+    path = tmp_path / "fixed.ipynb"
+    nbformat.write(nb, path)
+    assert cli.main(["show", str(path)]) == 1  # the changed explanation is invalid
+    out = capsys.readouterr().out
+    assert "no agent cells" not in out
+    assert "fix of cell 2 (lookup): completed  claude-test  2 model calls" in out
+    assert "  provenance: yours (signed by your kernel)" in out
+    assert "  prompt: Fix the error of notebook cell lookup.\n" in out  # its first line
+    assert "The cell's source now" not in out
+    assert "explain of cell 2 (lookup): invalid: the saved qloop record was changed" in out
+    assert cli.main(["show", str(path), "--json"]) == 1
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["cells"] == [] and shown["invalid"] == 1
+    assert [(a["action"], a["cell_id"], a["provenance"]) for a in shown["assists"]] == [
+        ("fix", "lookup", "yours"),
+        ("explain", "lookup", "invalid"),
+    ]

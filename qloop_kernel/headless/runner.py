@@ -314,10 +314,12 @@ class AgentNotebookClient(SendsCellMetadata, NotebookClient):
 
 
 def is_agent_source(source: str) -> bool:
-    """An agent cell, or a cell that starts a turn about another cell (``%agent fix``, ``edit``)."""
+    """An agent cell, or a cell that starts a turn about another cell (``%agent fix``,
+    ``explain``, ``edit``)."""
     start = source.lstrip()
     return start.startswith("%%agent") or start.split()[:2] in (
         ["%agent", "fix"],
+        ["%agent", "explain"],
         ["%agent", "edit"],
     )
 

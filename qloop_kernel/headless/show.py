@@ -4,7 +4,8 @@ Per agent cell: its number (as ``qloop run`` and JupyterLab number cells), the p
 provenance (``yours``: signed by your kernel; ``received``: not signed with your key, so it replays
 only after you read it; ``invalid``: refused, with the reason in full), its status and cost, and every
 step with its risk class (classified now, the way a replay classifies it), its decision and its code
-(bounded; ``--full`` for all). Then the calls outside agents made over MCP, saved in the notebook's
+(bounded; ``--full`` for all). Then the Fix, Explain and Edit with agent turns of ordinary cells
+(saved under the cell's ``qloop_assist`` key: "fix of cell 3 (lookup): ..."). Then the calls outside agents made over MCP, saved in the notebook's
 ``qloop_outside`` metadata: who, which tool, the decision, the code, and whether your key signed the
 entry. The text shows every character a person cannot see as its mark, as the card does
 (``visible.as_shown``). ``--json`` gives the same as one document, its texts as saved. The exit
@@ -36,6 +37,8 @@ from ..visible import as_shown
 from .export import is_agent_cell
 from .files import EXIT_FAILED, EXIT_OK
 
+ASSIST_KEY = "qloop_assist"  # the page's Fix, Explain and Edit turns of a cell: {"turns": [...]}
+ASSIST_ACTIONS = ("fix", "explain", "edit")
 CODE_LINES = 12  # of each step's code, without --full
 LINE_CHARS = 160
 ANSWER_CHARS = 400
@@ -47,16 +50,22 @@ RECEIVED = (
 def show(nb: Any, *, full: bool = False, as_json: bool = False) -> int:
     """Print the notebook's agent cells; the exit code (1 when a record is invalid)."""
     cells = [entry for index, cell in enumerate(nb.cells) if (entry := cell_entry(cell, index))]
-    invalid = sum(1 for entry in cells if entry["provenance"] == "invalid")
+    assists = [
+        entry for index, cell in enumerate(nb.cells) for entry in assist_entries(cell, index)
+    ]
+    invalid = sum(1 for entry in cells + assists if entry["provenance"] == "invalid")
     outside = outside_entries(nb.get("metadata", {}))
     if as_json:
-        found = {"cells": cells, "invalid": invalid, "outside": outside}
+        found = {"cells": cells, "assists": assists, "invalid": invalid, "outside": outside}
         print(json.dumps(found, indent=2, ensure_ascii=False))
         return EXIT_FAILED if invalid else EXIT_OK
-    if not cells:
+    if not cells and not assists:
         print("no agent cells")
     for entry in cells:
         for line in text_lines(entry, full):
+            print(line)
+    for entry in assists:
+        for line in assist_lines(entry, full):
             print(line)
     for line in outside_lines(outside, full):
         print(line)
@@ -122,6 +131,37 @@ def cell_entry(cell: Any, index: int) -> dict[str, Any] | None:
         return {**entry, "provenance": "invalid", "reason": redact_text(str(exc)),
                 "prompt": _prompt(cell), "steps": []}  # fmt: skip
     return {**entry, **record_entry(record)}
+
+
+def assist_entries(cell: Any, index: int) -> list[dict[str, Any]]:
+    """The Fix, Explain and Edit turns saved on one cell (``qloop_assist``), oldest first."""
+    saved = cell.get("metadata", {}).get(ASSIST_KEY)
+    turns = saved.get("turns") if isinstance(saved, dict) else None
+    entries: list[dict[str, Any]] = []
+    for turn in turns if isinstance(turns, list) else []:
+        given = turn if isinstance(turn, dict) else {}
+        action = given.get("action")
+        entry = {"cell": index + 1, "cell_id": redact_text(str(cell.get("id", ""))),
+                 "action": action if action in ASSIST_ACTIONS else "turn"}  # fmt: skip
+        try:
+            record = load_record(given.get("record"))
+        except RecordError as exc:
+            entries.append({**entry, "provenance": "invalid", "reason": redact_text(str(exc)),
+                            "prompt": "", "steps": []})  # fmt: skip
+            continue
+        entries.append({**entry, **record_entry(record)})
+    return entries
+
+
+def assist_lines(entry: dict[str, Any], full: bool) -> list[str]:
+    """A Fix, Explain or Edit turn as text: ``fix of cell 3 (lookup): ...``, then as an agent
+    cell's (the prompt's first line only, without ``--full``)."""
+    head = f"{entry['action']} of cell {entry['cell']} ({as_shown(entry['cell_id'])})"
+    if entry["provenance"] == "invalid":
+        return [f"{head}: invalid: {as_shown(entry['reason'])}", ""]
+    shown = entry if full else {**entry, "prompt": (entry["prompt"].splitlines() or [""])[0]}
+    lines = text_lines(shown, full)
+    return [f"{head}: {lines[0].split('  ', 1)[1]}", *lines[1:]]
 
 
 def record_entry(record: CellRecord) -> dict[str, Any]:

@@ -181,7 +181,8 @@ class KernelAgent:
             runner = CodeRunner(self.shell, timeout_s=settings.code_timeout, private=private)
             runs = CellRuns(cell.cell_id, port, runner)
         classify = code_classifier(self.shell)
-        return CellProposals(cell.cell_id, page, view_ids, classify, runs=runs, undo=self.undo)
+        return CellProposals(cell.cell_id, page, view_ids, classify, runs=runs, undo=self.undo,
+                             assist=cell.assist is not None)  # fmt: skip
 
     def notebook_source(self, cell: CellContext | None) -> NotebookSource | None:
         """What answers read_notebook for ``cell``: the view ``qloop run`` sent with it, or the
@@ -381,7 +382,7 @@ class KernelAgent:
             self.undo.discard()  # a snapshot prepared for a step that never ran
             if proposals is not None:
                 proposals.finish()  # proposals shown ahead of calls that never ran
-        if cell.cell_id and annotated.last is not None:  # what the cell holds, for %agent history
+        if cell.cell_id and annotated.last is not None and cell.assist is None:  # %agent history
             self.saved_records[cell.cell_id] = annotated.last.model_dump(mode="json")
         view.finish(result)
         if result.stop == Interrupted("keyboard"):

@@ -11,6 +11,12 @@ from ..errors import QloopError
 from ..notebook_view import CELLS_KEY, NOTEBOOK_VIEW_KEY
 from .store import NotebookStore
 
+# The execute request of the page's Fix, Explain or Edit with agent of a cell carries this in its
+# metadata (with the cell's id as ``cellId``): its outputs go to the page's assist area beside the
+# cell, not into the cell, and the page saves its record under the cell's ``qloop_assist`` key.
+ASSIST_KEY = "qloopAssist"
+ASSIST_ACTIONS = ("fix", "explain", "edit")
+
 
 class AgentError(QloopError, UsageError):
     """A turn ended with a fatal error: one line, no traceback, and "Run All" stops."""
@@ -31,6 +37,7 @@ class CellContext:
     client: str | None = None  # the frontend connection that sent the request (header.session)
     notebook: Any = None  # `qloop run`: the view of the notebook it executes (notebook_view.py)
     cells: Any = None  # `qloop run`: every cell's type and whole source (cell_runs.CELLS_KEY)
+    assist: str | None = None  # the page's Fix, Explain or Edit of this cell (ASSIST_KEY), or None
 
     @property
     def interactive(self) -> bool:
@@ -43,6 +50,7 @@ def current_cell(shell: Any) -> CellContext:
     metadata = (parent or {}).get("metadata") or {}
     cell_id = metadata.get("cellId")
     client = ((parent or {}).get("header") or {}).get("session")
+    assist = metadata.get(ASSIST_KEY)
     return CellContext(
         cell_id if isinstance(cell_id, str) and cell_id else None,
         metadata.get("qloop"),
@@ -50,11 +58,20 @@ def current_cell(shell: Any) -> CellContext:
         client=client if isinstance(client, str) else None,
         notebook=metadata.get(NOTEBOOK_VIEW_KEY) if metadata.get("qloopHeadless") else None,
         cells=metadata.get(CELLS_KEY) if metadata.get("qloopHeadless") else None,
+        assist=assist if assist in ASSIST_ACTIONS else None,
     )
+
+
+def assist_running(shell: Any) -> bool:
+    """Whether the request running now is the page's Fix, Explain or Edit of a cell: not a run of
+    that cell, so the hooks that follow the cells' runs leave it out."""
+    return current_cell(shell).assist is not None
 
 
 def store_for(cell: CellContext) -> NotebookStore:
     """The record store of a cell: to the frontend and folded next to live output when interactive."""
+    if cell.assist is not None:  # the mirror only: the page saves it beside the cell's own record
+        return NotebookStore(cell.cell_id, to_frontend=False, live_client=cell.client)
     if cell.interactive:
         return NotebookStore(cell.cell_id, live_client=cell.client)
     return NotebookStore(cell.cell_id, to_frontend=False)

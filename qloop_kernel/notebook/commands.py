@@ -1,5 +1,5 @@
 """The ``%agent`` sub-commands: help, status, set, models, price, allow, grants, revoke, reset, key,
-history, export, context, undo, private, mcp, fix, edit."""
+history, export, context, undo, private, mcp, fix, explain, edit."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from ..settings import SETTABLE
 from ..text import counted
 from .cell import current_cell
 from .context_turn import next_turn_view
-from .fix import edit_command, fix_command
+from .fix import edit_command, explain_command, fix_command, instruction_text
 from .mcp import mcp_command
 from .options import help_lines, setting_names
 
@@ -74,6 +74,8 @@ HELP = """\
                              estimated tokens and cost; full: the system prompt's text too
 %agent fix [CELL_ID]         ask the agent to fix the last failed cell (or CELL_ID): it reads
                              the cell, its traceback and variables, and proposes an edit
+%agent explain CELL_ID       ask the agent to explain cell CELL_ID (and its error): read tools
+                             only, nothing runs and nothing is proposed
 %agent edit CELL_ID "TEXT"   ask the agent for an edit of cell CELL_ID, proposed as a diff
 %agent undo                  put back what the last agent step changed; removes what it created
 %agent private [NAME ...]    keep variables from the agent (tools refuse to show them); no NAME:
@@ -326,7 +328,8 @@ def _undo(magics: AgentMagics, args: list[str]) -> None:
         report = log.undo()
     except ValueError as exc:
         raise UsageError(f"%agent undo: {exc}") from None
-    print("undone: " + "; ".join(report.lines()))
+    whose = f" (a step of {report.by})" if report.by else ""
+    print(f"undone{whose}: " + "; ".join(report.lines()))
 
 
 def _private(magics: AgentMagics, args: list[str]) -> None:
@@ -376,8 +379,12 @@ def _fix(magics: AgentMagics, args: list[str]) -> None:
     fix_command(magics.agent, args[0] if args else None)
 
 
+def _explain(magics: AgentMagics, args: list[str]) -> None:
+    explain_command(magics.agent, args[0])
+
+
 def _edit(magics: AgentMagics, args: list[str]) -> None:
-    edit_command(magics.agent, args[0], " ".join(args[1:]).strip().strip("\"'"))
+    edit_command(magics.agent, args[0], instruction_text(args[1:]))
 
 
 def _quoted_instruction(words: list[str]) -> bool:
@@ -414,6 +421,7 @@ COMMANDS = {
     "export": Command(_export, (0,)),
     "undo": Command(_undo, (0,)),
     "fix": Command(_fix, (0, 1)),
+    "explain": Command(_explain, (1,)),
     "edit": Command(_edit, tuple(range(2, 200)), takes=_quoted_instruction),
     "context": Command(_context, tuple(range(33))),  # never a task: its words are checked
     "private": Command(_private, tuple(range(33))),

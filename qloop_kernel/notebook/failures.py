@@ -4,7 +4,9 @@ An IPython ``post_run_cell`` hook, registered when the extension loads, keeps ea
 the frontend's cell id) in the kernel's session: its source as run, the error, a bounded traceback
 (the frames of the notebook's code and the innermost library frames; a deep recursion keeps its
 first and last frames) and the names its failing lines use. A cell that runs without error since is
-forgotten; a restarted kernel starts with none. Nothing here is redacted: ``fix.py`` redacts what
+forgotten; a restarted kernel starts with none. The page's Fix, Explain or Edit of a cell (an
+``%agent`` line sent with the cell's id) is not a run of that cell: it changes nothing here. Nothing
+here is redacted: ``fix.py`` redacts what
 it sends.
 """
 
@@ -19,6 +21,8 @@ import tokenize
 import traceback
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from .cell import assist_running
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -57,6 +61,8 @@ def track_failures(shell: Any, failed: dict[str, FailedCell]) -> None:
         info = getattr(result, "info", None)
         cell_id, source = getattr(info, "cell_id", None), getattr(info, "raw_cell", None)
         if not isinstance(cell_id, str) or not cell_id or not isinstance(source, str):
+            return
+        if assist_running(shell):  # the page's Fix of the cell, not a run of it
             return
         failed.pop(cell_id, None)  # the newest failure last
         error = getattr(result, "error_in_exec", None) or getattr(result, "error_before_exec", None)

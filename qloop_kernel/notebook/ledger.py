@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .cell import assist_running
 from .failures import track_failures
 
 if TYPE_CHECKING:
@@ -29,6 +30,8 @@ def track_cells(session: KernelSession) -> None:
     def after(result: Any) -> None:
         info = getattr(result, "info", None)
         cell_id, source = getattr(info, "cell_id", None), getattr(info, "raw_cell", None)
+        if assist_running(session.shell):  # the page's Fix or Edit of a cell: not a run of it
+            return
         if isinstance(cell_id, str) and cell_id and isinstance(source, str):
             runs.append((cell_id, source[:MAX_SOURCE_CHARS]))
             del runs[:-MAX_CELLS]

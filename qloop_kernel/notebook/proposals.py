@@ -62,6 +62,9 @@ class CellProposals:
     runs: CellRuns | None = None  # where the page takes outputs: add_cell may run the cell
     undo: UndoLog | None = None  # where the page can take an accepted cell back: Undo does
     added: list[str] = field(default_factory=list)  # ids of the cells this turn added
+    # The turn is the page's Fix or Edit of cell ``agent_cell``, an ordinary code cell: its own
+    # source is what the agent may propose to change.
+    assist: bool = False
     # The calls of the model's response still to run, and the request the approver would get
     # for one (None: it would not ask): the proposals the user will be asked about next are
     # shown with the current one, so they can be decided together (Accept all).
@@ -194,7 +197,7 @@ class CellProposals:
         cell_id = input.get(field_name)
         if not isinstance(cell_id, str) or not cell_id or cell_id in self.added:
             return None
-        if tool == "edit_cell" and cell_id == self.agent_cell:
+        if tool == "edit_cell" and cell_id == self.agent_cell and not self.assist:
             return "an agent cell's source is the user's task: propose a new cell instead"
         known = self.view_ids()
         if known is not None and cell_id not in known:

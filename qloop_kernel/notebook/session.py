@@ -49,6 +49,9 @@ class KernelSession:
         self.tracking_cells = False  # the post_run_cell hook that fills cells_run is registered
         # The cells whose last run ended in an error, by cell id, newest last (failures.py)
         self.failed_cells: dict[str, FailedCell] = {}
+        # The fix turns asked for each cell in this kernel, by cell id (fix.py): a later one goes on
+        # from the earlier ones, in the same conversation
+        self.fix_turns: dict[str, int] = {}
         # Saved steps a Run All card approved ahead, by record digest (replay.py)
         self.approved_ahead: set[str] = set()
         self.config: Configurable | None = None  # the ``QloopAgent`` configurable (magic.py)
