@@ -5,11 +5,15 @@ proposed and the plan run. Through a real kernel and the scripted stand-in."""
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from qloop_kernel.errors import RecordError
+from qloop_kernel.notebook.options import valued_flags
 from qloop_kernel.notebook.plan import PLAN_MIME, PLAN_TOOLS, plan_steps, plan_text
 from qloop_kernel.records import load_record
 from qloop_kernel.records.schema import CellRecord, PlanRecord, Timings
@@ -147,3 +151,19 @@ def test_records_before_the_plan_field_load_and_a_changed_plan_is_refused() -> N
     changed = {**planned, "plan": {**planned["plan"], "run": "1. a"}}
     with pytest.raises(RecordError, match="digest mismatch"):
         load_record(changed)
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_page_writes_plans_and_reads_options_as_the_kernel_does() -> None:
+    vectors = json.loads((ROOT / "labextension/test/plan-vectors.json").read_text("utf-8"))
+    for vector in vectors["texts"]:  # plan.spec.ts checks planText against the same texts
+        cleaned = [s for s in ("\n".join(w.strip() for w in v.split("\n") if w.strip())
+                               for v in vector["steps"]) if s]  # fmt: skip
+        assert plan_text(cleaned) == vector["text"]
+        assert plan_steps(vector["text"]) == cleaned
+    page = (ROOT / "labextension/src/planfirst.ts").read_text("utf-8")
+    listed = re.search(r"VALUED_FLAGS = \[(.*?)\]", page, re.DOTALL)
+    assert listed is not None
+    assert set(re.findall(r"'(--[a-z-]+)'", listed.group(1))) == valued_flags()

@@ -23,6 +23,7 @@ import { trackMirrors } from './mirror';
 import { eachContext, eachPanel } from './notebooks';
 import { OutsideRequests, showOutsideRequests } from './outside';
 import { addOutsideCallsCommand } from './outsideview';
+import { planFirstPlugin } from './planfirst';
 import { ProposalBoards, showProposals } from './proposalview';
 import { restorePlugin } from './restore';
 import { trackSource } from './source';
@@ -133,6 +134,7 @@ const outsideAgents: JupyterFrontEndPlugin<void> = {
 const plugins: JupyterFrontEndPlugin<void>[] = [
   commBridge,
   mirrorSync,
+  planFirstPlugin,
   agentCellMarker,
   restorePlugin,
   copyToCellPlugin,

@@ -6,6 +6,7 @@
 import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 
 import { AnswerRenderer } from './answer';
+import { PLAN_MIME, PlanRenderer } from './plan';
 import { ANSWER_MIME, TRANSCRIPT_MIME } from './record';
 import { TranscriptRenderer } from './transcript';
 
@@ -23,6 +24,13 @@ export const answerRendererFactory: IRenderMime.IRendererFactory = {
   createRenderer: options => new AnswerRenderer(options)
 };
 
+/** Renderer factory for the plan MIME type. */
+export const planRendererFactory: IRenderMime.IRendererFactory = {
+  safe: true,
+  mimeTypes: [PLAN_MIME],
+  createRenderer: options => new PlanRenderer(options)
+};
+
 const extensions: IRenderMime.IExtension[] = [
   {
     id: 'qloop-kernel:transcript',
@@ -36,6 +44,14 @@ const extensions: IRenderMime.IExtension[] = [
     description: "Renders the qloop agent's answer as untrusted Markdown.",
     rendererFactory: answerRendererFactory,
     // Ahead of the text/plain fallback in the same output.
+    rank: 0
+  },
+  {
+    id: 'qloop-kernel:plan',
+    description:
+      'Renders the plan of a qloop plan turn as an editable list with Run plan, Edit and Discard.',
+    rendererFactory: planRendererFactory,
+    // Ahead of the text/html and text/plain fallbacks in the same output.
     rank: 0
   }
 ];

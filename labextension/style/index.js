@@ -1,2 +1,3 @@
 import './base.css';
+import './plan.css';
 import './usage.css';
