@@ -4,6 +4,7 @@
  * step; Run plan runs the edited plan in a cell below (the model receives it
  * as its instructions); Discard folds the list and the kernel forgets the
  * plan. Takes the Light and Dark screenshots of the list for docs/fix.md.
+ * In Notebook 7: the list shows, and Run plan runs the plan in a cell below.
  *
  * plan.ipynb: cell 0 loads the extension and makes `df` (3 rows, one null),
  * cell 1 is the agent cell "Clean df and plot it." with --approve auto.
@@ -20,6 +21,12 @@ import {
   toolResults,
   waitForIdleKernel
 } from './fixtures';
+import {
+  cell as nb7Cell,
+  notebookOf,
+  runAll as nb7RunAll,
+  test as nb7Test
+} from './nb7';
 
 const PLAN = 'Drop the rows of df with nulls.';
 const EDITED = 'Drop the rows of df where a is null.';
@@ -130,3 +137,31 @@ test.describe('plan first', () => {
     });
   });
 });
+
+nb7Test(
+  'Notebook 7: the plan list runs the plan in a cell below',
+  async ({ notebook7, standIn }) => {
+    await standIn.reset(SCRIPT);
+    await notebook7.open(
+      'plan7.ipynb',
+      notebookOf([
+        "%load_ext qloop_kernel\nimport pandas as pd\ndf = pd.DataFrame({'a': [1.0, None]})",
+        '%%agent --plan --approve auto\nClean df and plot it.'
+      ])
+    );
+    const page = notebook7.page;
+    await nb7RunAll(page);
+    const list = nb7Cell(page, 1).locator('.qloop-plan-output');
+    await expect(list.locator('li')).toHaveText([PLAN, 'Plot a by index.']);
+    expect(await standIn.requests()).toHaveLength(2);
+    await list.locator('.qloop-plan-run').click();
+    await expect(nb7Cell(page, 2)).toContainText(
+      '%%agent --run-plan --approve auto'
+    );
+    await expect
+      .poll(async () => (await standIn.requests()).length, { timeout: 60000 })
+      .toBe(4);
+    const requests = await standIn.requests();
+    expect(task(requests[2])).toContain(`\n\n1. ${PLAN}\n2. Plot a by index.`);
+  }
+);
