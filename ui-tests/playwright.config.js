@@ -14,6 +14,12 @@ const python = process.env.PYTHON || 'python';
 // JupyterLab (on its own port and root folder), results and server log.
 const run = process.env.QLOOP_UI_RUN || '';
 const suffix = run ? `-${run}` : '';
+// The spend ledger of the server and its kernels, one per port (usage.spec.ts
+// writes it; the test workers read the name from the environment).
+process.env.QLOOP_UI_USAGE_FILE ||= require('path').join(
+  require('os').tmpdir(),
+  `qloop-ui-usage-${port}.jsonl`
+);
 
 /**
  * The environment JupyterLab and its kernels get on top of Playwright's: a
@@ -25,6 +31,7 @@ const serverEnv = {
   ANTHROPIC_AUTH_TOKEN: undefined,
   NO_PROXY: '127.0.0.1,localhost',
   no_proxy: '127.0.0.1,localhost',
+  QLOOP_USAGE_FILE: process.env.QLOOP_UI_USAGE_FILE,
   HTTP_PROXY: undefined,
   HTTPS_PROXY: undefined,
   ALL_PROXY: undefined,

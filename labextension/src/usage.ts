@@ -196,7 +196,10 @@ function table(
     add(String(row[key]), row, 'qloop-usage-row');
   }
   add(trans.__('Total'), totals, 'qloop-usage-total');
-  return node;
+  // A narrow panel (Notebook 7's side panel) scrolls each table sideways.
+  const scroll = element('div', 'qloop-usage-table-scroll');
+  scroll.append(node);
+  return scroll;
 }
 
 /** The daily cap's line and bar, or the line that none is set. */
