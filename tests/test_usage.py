@@ -119,6 +119,8 @@ def test_the_route_sums_two_kernels_ledger_by_day_notebook_and_model_with_the_ca
         in table
     )
     assert "plots.ipynb" in table and "unknown" in table
+    assert main(["usage", "--days", "0"]) != 0
+    assert "qloop usage: --days is a number of days from 1 to 3,660" in capsys.readouterr().err
 
 
 def test_without_the_mcp_extra_a_missing_ledger_gives_empty_figures(tmp_path: Path) -> None:
