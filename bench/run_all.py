@@ -212,6 +212,20 @@ FIGURES = [
         lambda v: v["ms"] <= v["target"],
     ),
     Figure(
+        "outside_calls.py",
+        "outside agent's call end to end through a real Jupyter server and the official MCP client, "
+        "the outside policy `auto` deciding: `inspect_variable` and `run_code` of `1+1` (median of "
+        "50), and 20 reads sent at once from one client",
+        (rf"read p50 \(ms\)\s+(?P<read>{NUMBER})",
+         rf"run_code 1\+1 p50 \(ms\)\s+(?P<run>{NUMBER})",
+         rf"20 concurrent: answered\s+(?P<answered>{NUMBER})",
+         rf"20 concurrent: all \(ms\)\s+(?P<all>{NUMBER})"),
+        lambda v: f"read {v['read']:.1f} ms, run_code {v['run']:.1f} ms; {v['answered']:.0f}/20 "
+        f"concurrent reads answered in {v['all']:,.0f} ms",
+        "read ≤ 30 ms, run_code ≤ 50 ms, 20/20",
+        lambda v: v["read"] <= 30 and v["run"] <= 50 and v["answered"] == 20,
+    ),
+    Figure(
         "extension_load.py",
         "kernel start to the first `kernel_info` reply, `--ext=qloop_kernel` vs plain, median ratio "
         "of 10 alternating pairs",

@@ -437,6 +437,7 @@ class StepChanges:
     undone: bool = False
     notebook: list[NotebookEdit] = field(default_factory=list)  # cells it added or edited
     ran: bool = True  # False: a notebook edit that ran no code
+    by: str | None = None  # the outside client that asked for it; None: the kernel's agent
 
     @property
     def created(self) -> list[str]:
@@ -548,6 +549,7 @@ class UndoReport:
     outside: list[str]
     call_id: str | None = None
     notebook: list[str] = field(default_factory=list)  # what was done to the step's cells
+    by: str | None = None  # the outside client whose step it was; None: the kernel's agent
 
     def lines(self) -> list[str]:
         found = list(self.notebook)
@@ -612,7 +614,7 @@ def undo_step(step: StepChanges, namespace: dict[str, Any]) -> UndoReport:
     cells = [_revert(edit) for edit in step.notebook]
     step.undone = True
     return UndoReport(
-        restored, removed, missing, since, list(snapshot.outside), step.call_id, cells
+        restored, removed, missing, since, list(snapshot.outside), step.call_id, cells, step.by
     )
 
 

@@ -393,3 +393,43 @@ class WaitingMessage(RootModel[Waiting | Describe]):
 
 class ProtocolMessage(RootModel[KernelRequest | PageMessage | WaitingMessage]):
     """Any message of the ``qloop`` and ``qloop.waiting`` comms."""
+
+
+@_closed
+class HostImage(TypedDict):
+    mime: str
+    data: str  # base64
+
+
+# -- the ``qloop.host`` comm: the Jupyter server -> the kernel session (notebook/host.py) ---------
+# Declared here beside the page's messages; not yet in protocol.schema.json (the page never sees
+# them): the tests check what a real kernel answers against these types.
+
+
+@_closed
+class HostRequest(TypedDict):
+    """An outside agent's step the server has decided to run (its policy, a grant or the card):
+    the kernel session runs it as the in-notebook agent's ``run_code`` runs."""
+
+    op: Literal["run_step"]
+    request_id: str
+    call_id: str  # the step's id in the session's undo log
+    client: str  # the outside client's name, as the card showed it
+    code: str
+    timeout_s: float | None
+
+
+@_closed
+class HostAnswer(TypedDict):
+    """What the step did: ``ok`` when it ran, ``error`` when it raised or was stopped, ``refused``
+    when it did not run or was undone (the step guard); the text as the model reads a tool
+    result (outputs, value, error, the variables it changed), redacted in the kernel."""
+
+    op: Literal["ack"]
+    request_id: str
+    ok: Literal[True]
+    status: Literal["ok", "error", "refused"]
+    text: str
+    images: list[HostImage]
+    changes: NotRequired[list[str]]
+    not_undone: NotRequired[list[str]]

@@ -151,7 +151,9 @@ class OutsideTools:
                 self.broker.running(
                     verdict.approval_id, lambda: _later(self.kernels.interrupt(kernel_id))
                 )
-            ran = await self.kernels.run(kernel_id, verdict.code, self.config.call_timeout_s)
+            ran = await self.kernels.run(
+                kernel_id, verdict.code, self.config.call_timeout_s, step.client
+            )
         finally:
             if verdict.approval_id is not None:
                 self.broker.drop(verdict.approval_id)
@@ -236,6 +238,8 @@ class OutsideTools:
             lines.append("It was interrupted after the time limit.")
         elif ran.status == "gone":
             lines.append("Its kernel died or was restarted while it ran: the namespace is gone.")
+        elif ran.status == "refused":
+            lines.append("The kernel's session refused it; the output says why.")
         elif ran.status != "ok":
             lines.append("It raised an error (interrupted by the user, if a KeyboardInterrupt).")
         output = redacted_truncate(ran.text(), self.config.result_chars)
