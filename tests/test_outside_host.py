@@ -129,7 +129,8 @@ def test_a_step_sent_while_a_cell_waits_for_a_click_runs_after_that_cell(
     button = kernel.wait_for_button("release", parent=cell)
     request = {
         "op": "run_step", "request_id": "while-waiting", "call_id": "outside-while-waiting",
-        "client": "claude-code", "code": "order.append('step')", "timeout_s": 60.0,
+        "client": "claude-code", "code": "order.append('step')\nprint('from the step')",
+        "timeout_s": 60.0,
     }  # fmt: skip
     kernel.comm_msg(comm_id, request)
     kernel.round_trip(button)  # the pump has dispatched the step's message by now
@@ -137,8 +138,9 @@ def test_a_step_sent_while_a_cell_waits_for_a_click_runs_after_that_cell(
     kernel.click(button)
     kernel.complete(cell)
     answer = kernel.wait_for(lambda: answered(kernel, "while-waiting"), 60)
-    assert answer["status"] == "ok"
+    assert answer["status"] == "ok" and "from the step" in answer["text"]
     assert kernel.run("print(order)").strip() == "['cell', 'step']"
+    assert "from the step" not in kernel.stdout(cell)  # never in the waiting cell's outputs
 
 
 # -- through the Jupyter server ------------------------------------------------------------------
@@ -262,3 +264,26 @@ def test_a_kernel_without_qloop_gets_the_install_message(server: JupyterServer) 
     for answer in run(scenario()):
         assert answer.is_error
         assert "qloop-kernel is not installed in this kernel's environment" in text(answer)
+
+
+def test_after_a_restart_the_server_connects_again_and_the_new_kernel_hosts_steps(
+    server: JupyterServer,
+) -> None:
+    import httpx
+
+    path = notebook(server)
+
+    async def step(code: str) -> types.CallToolResult:
+        async with session(server) as client:
+            return await call(client, "run_code", path=path, code=code)
+
+    before = run(step("x = 1"))
+    sessions = httpx.get(server.url + "api/sessions", headers=server.headers, timeout=30).json()
+    [kernel_id] = [s["kernel"]["id"] for s in sessions if s["path"] == path]
+    restart = httpx.post(
+        server.url + f"api/kernels/{kernel_id}/restart", headers=server.headers, timeout=60
+    )
+    assert restart.is_success
+    after = run(step("y = 2"))
+    assert not before.is_error and "x: created" in text(before)
+    assert not after.is_error and "y: created" in text(after), text(after)
