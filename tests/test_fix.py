@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 import nbformat
@@ -91,12 +92,10 @@ def assist(action: str) -> dict[str, Any]:
     return {"qloopAssist": action}
 
 
-def page_quoted(text: str) -> str:
-    """The instruction as the page writes it into ``%agent edit CELL_ID ...`` (assist.ts)."""
-    escaped = json.dumps(text)
-    for char, code in (("$", "0024"), ("{", "007b"), ("}", "007d"), (" ", "0020")):
-        escaped = escaped.replace(char, f"\\u{code}")
-    return escaped
+# The edit lines the page sends (assist.ts's quoting; labextension/test/assist.spec.ts checks them)
+VECTORS = json.loads(
+    (Path(__file__).parents[1] / "labextension/test/assist-vectors.json").read_text("utf-8")
+)
 
 
 def fail(lab: Any, source: str, cell_id: str) -> None:
@@ -395,25 +394,24 @@ def test_explain_without_a_page_uses_the_source_the_cell_ran_with(
 def test_edit_with_agent_gets_the_instruction_intact_quotes_newlines_and_all(
     lab: Any, api: StandInAPI
 ) -> None:
-    instruction = "call it \"total\"\n\tthen halve it \\ keep  $x, {y} and 'z'"
     api.set_script([
         Reply([tool_use("edit_cell", {"cell_id": "plot", "source": "total = 1"})]),
         Reply([text("Renamed.")]),
-        Reply([text("Noted.")]),
+        *[Reply([text("Noted.")]) for _ in VECTORS],
     ])  # fmt: skip
     lab.run("x = 'EXPANDED'\ny = 'EXPANDED'")
-    line = f"%agent edit plot {page_quoted(instruction)}"
-    assert "\n" not in line and "$" not in line and "{" not in line and "  " not in line
-    cell = lab.execute(line, cell_id="plot", metadata=assist("edit"))
-    comm_id = answer_hello(lab, cell, "work/fix.ipynb", OPERATIONS)
-    shown = serve(lab, cell, [code("plot", "t = 1")], [accepted("plot", "total = 1")], comm_id)
-    assert lab.complete(cell, 60)["content"]["status"] == "ok"
-    task = prompt_of(api.requests[0])
-    assert task.startswith(f"Change notebook cell plot as the user asks: {instruction}\n")
-    assert "EXPANDED" not in task
-    assert [(p["kind"], p["target"]) for p in shown] == [("edit", "plot")]
-    typed = lab.execute('%agent edit plot "say \\"hi\\" twice"', cell_id="editor")
-    serve(lab, typed, [code("plot", "total = 1"), code("editor", "")], [], comm_id)
-    assert lab.complete(typed, 60)["content"]["status"] == "ok"
-    assert prompt_of(api.requests[2]).startswith('Change notebook cell plot as the user asks: '
-                                                 'say "hi" twice\n')  # fmt: skip
+    first = lab.execute(VECTORS[0]["line"], cell_id="plot", metadata=assist("edit"))
+    comm_id = answer_hello(lab, first, "work/fix.ipynb", OPERATIONS)
+    shown = serve(lab, first, [code("plot", "t = 1")], [accepted("plot", "total = 1")], comm_id)
+    assert lab.complete(first, 60)["content"]["status"] == "ok"
+    assert [(p["kind"], p["target"]) for p in shown] == [("edit", "plot")]  # its own source
+    typed = '%agent edit plot "say \\"hi\\" twice"'  # typed by hand: JSON quotes work too
+    for vector in [*VECTORS[1:], {"instruction": 'say "hi" twice', "line": typed}]:
+        cell = lab.execute(vector["line"], cell_id="plot", metadata=assist("edit"))
+        serve(lab, cell, [code("plot", "total = 1")], [], comm_id)
+        assert lab.complete(cell, 60)["content"]["status"] == "ok"
+    asked = list(dict.fromkeys(prompt_of(r) for r in api.requests))  # each turn's task
+    for vector, task in zip(VECTORS + [{"instruction": 'say "hi" twice'}], asked, strict=True):
+        head = f"Change notebook cell plot as the user asks: {vector['instruction'].strip()}\n"
+        assert task.startswith(head), (vector, task[:200])
+    assert "EXPANDED" not in str([r.body for r in api.requests])

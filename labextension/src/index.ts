@@ -15,6 +15,7 @@ import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 
 /* eslint-disable jupyter/prefer-lazy-imports -- every opened notebook needs
    these at once, and together they are a few kilobytes. */
+import { assistPlugin } from './assistview';
 import { connectCommBridge } from './bridge';
 import { copyToCellPlugin } from './copy';
 import { TRANSLATION_DOMAIN } from './labels';
@@ -135,6 +136,7 @@ const plugins: JupyterFrontEndPlugin<void>[] = [
   commBridge,
   mirrorSync,
   planFirstPlugin,
+  assistPlugin,
   agentCellMarker,
   restorePlugin,
   copyToCellPlugin,

@@ -6,7 +6,7 @@
 import { TranslationBundle } from '@jupyterlab/translation';
 
 import { lineDiff } from './linediff';
-import { IDecision, IProposal } from './proposals';
+import { IDecision, IProposal, reruns } from './proposals';
 import { shownNodes } from './visible';
 
 /** Class of the bar. */
@@ -203,6 +203,11 @@ export function proposalBar(options: IProposalBarOptions): HTMLElement {
     'qloop-proposal-accept',
     proposal.run ? trans.__('Accept and run') : trans.__('Accept')
   );
+  const acceptRun = button(
+    'qloop-proposal-accept-run',
+    trans.__('Accept and run')
+  );
+  acceptRun.hidden = !reruns(proposal);
   const reject = button('qloop-proposal-reject', trans.__('Reject'));
   const acceptAll = button('qloop-proposal-accept-all', trans.__('Accept all'));
   const rejectAll = button('qloop-proposal-reject-all', trans.__('Reject all'));
@@ -210,12 +215,15 @@ export function proposalBar(options: IProposalBarOptions): HTMLElement {
   accept.addEventListener('click', () =>
     decide({ decision: 'accepted', reason: '' }, false)
   );
+  acceptRun.addEventListener('click', () =>
+    decide({ decision: 'accepted', reason: '', run: true }, false)
+  );
   acceptAll.addEventListener('click', () =>
     decide({ decision: 'accepted', reason: '' }, true)
   );
   reject.addEventListener('click', () => open(false, reject));
   rejectAll.addEventListener('click', () => open(true, rejectAll));
-  buttons.append(accept, reject, acceptAll, rejectAll);
+  buttons.append(accept, acceptRun, reject, acceptAll, rejectAll);
   bar.append(buttons, form);
   setWaitingCount(bar, 1, trans);
   return bar;

@@ -29,11 +29,22 @@ export interface IProposal {
   readonly run?: boolean;
 }
 
+/**
+ * Whether the proposal is an edit that the page's Fix or Edit with agent of
+ * the cell made (the turn ran with the cell's own id): the bar offers Accept
+ * and run, which accepts it and runs the cell as the user would.
+ */
+export function reruns(proposal: IProposal): boolean {
+  return proposal.kind === 'edit' && proposal.agentCell === proposal.cellId;
+}
+
 /** What the user decided ('elsewhere': on another page of a shared notebook). */
 export interface IDecision {
   decision: 'accepted' | 'rejected' | 'elsewhere';
   /** What the user typed when rejecting, or ''. */
   reason: string;
+  /** Accept and run: the page runs the accepted cell (an edit of the cell's own Fix or Edit). */
+  run?: boolean;
 }
 
 /** A proposal decided on another page: this page changes nothing and answers nothing. */

@@ -17,6 +17,12 @@ import { IDecision, IProposal, ProposalBoard } from './proposals';
 /** Class of a cell that has a proposal bar. */
 export const PROPOSED_CELL_CLASS = 'qloop-proposed-cell';
 
+/**
+ * The event a bar's Accept and run sends from its cell (bubbling): the
+ * notebook view runs the cell once the accepted source is in it.
+ */
+export const RUN_ACCEPTED_EVENT = 'qloop:run-accepted-cell';
+
 /** Class of the note on a cell the agent ran, saying what the run did. */
 export const EFFECT_CLASS = 'qloop-cell-effect';
 
@@ -69,6 +75,11 @@ function attach(
       board.decideAll(proposal.agentCell, decision);
     } else {
       board.decide(proposal.id, decision);
+    }
+    if (decision.run && decision.decision === 'accepted') {
+      cell.node.dispatchEvent(
+        new CustomEvent(RUN_ACCEPTED_EVENT, { bubbles: true })
+      );
     }
   };
   const node = proposalBar({ proposal, before: source(), trans, decide });

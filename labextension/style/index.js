@@ -1,3 +1,4 @@
 import './base.css';
+import './assist.css';
 import './plan.css';
 import './usage.css';

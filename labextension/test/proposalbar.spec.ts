@@ -153,6 +153,7 @@ describe('proposalBar', () => {
     );
     expect(buttons.map(b => [b.textContent, b.type, b.hidden])).toEqual([
       ['Accept', 'button', false],
+      ['Accept and run', 'button', true],
       ['Reject', 'button', false],
       ['Accept all', 'button', true],
       ['Reject all', 'button', true]
@@ -165,6 +166,18 @@ describe('proposalBar', () => {
     );
     setWaitingCount(bar, 1, trans);
     expect(get('.qloop-proposal-accept-all').hidden).toBe(true);
+  });
+
+  it("offers Accept and run on an edit the cell's own Fix or Edit proposed", () => {
+    const own = { kind: 'edit' as const, cellId: 'c1', agentCell: 'c1' };
+    const { decisions, get } = render(own);
+    expect(get('.qloop-proposal-accept-run').hidden).toBe(false);
+    get('.qloop-proposal-accept-run').click();
+    expect(decisions).toEqual([
+      [{ decision: 'accepted', reason: '', run: true }, false]
+    ]);
+    const other = render({ kind: 'edit', cellId: 'c1', agentCell: 'agent' });
+    expect(other.get('.qloop-proposal-accept-run').hidden).toBe(true);
   });
 
   it('accepts one, or all', () => {
