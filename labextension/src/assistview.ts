@@ -276,6 +276,7 @@ export class PanelAssist {
   /** Cells whose run in this kernel failed (from this page): Fix applies. */
   private readonly _failed = new Set<string>();
   private readonly _watched = new WeakSet<ICodeCellModel>();
+  private readonly _running = new Set<string>();
   private _retries = 0;
   private _retrying = false;
 
@@ -329,6 +330,7 @@ export class PanelAssist {
       cell instanceof CodeCell &&
       this.ready &&
       this._failed.has(cell.model.id) &&
+      !this._running.has(cell.model.id) &&
       !isAgentSource(cell.model.sharedModel.getSource())
     );
   }
@@ -342,6 +344,8 @@ export class PanelAssist {
     }
     view.open(action);
     const model = cell.model;
+    this._running.add(model.id); // one turn about a cell at a time: no Fix meanwhile
+    this._show(model.id);
     const code = assistCode(action, model.id, text);
     const future = kernel.requestExecute(
       { code, silent: false, store_history: false, stop_on_error: false },
@@ -359,6 +363,9 @@ export class PanelAssist {
     } finally {
       keep();
       outputs.changed.disconnect(keep);
+      this._running.delete(model.id);
+      this._show(model.id);
+      this._changed();
     }
   }
 

@@ -107,18 +107,35 @@ function expectFixedAndSaved(file: INotebookFile): void {
   );
 }
 
-/** The Fix flow on a page: reject with a reason, then Accept and run the second try. */
+/**
+ * The Fix flow on a page: reject with a reason, then Accept and run the
+ * second try; with `card`, the agent first reads d, approved on a card in
+ * the assist area (its requests come one later).
+ */
 async function fixFlow(
   page: Page,
   lookup: Locator,
   standIn: IStandIn,
-  shoot: (name: string) => Promise<void>
+  shoot: (name: string) => Promise<void>,
+  card = false
 ): Promise<void> {
+  const later = card ? 1 : 0;
   const fixes = page.locator('.qloop-assist-fix:visible');
   await expect(fixes).toHaveCount(1, { timeout: 30000 });
   await expect(lookup.locator('.qloop-assist-fix')).toBeVisible();
   const cellsBefore = await page.locator('.jp-Notebook .jp-Cell').count();
   await lookup.locator('.qloop-assist-fix').click();
+  if (card) {
+    // The approval card is an ipywidget: the notebook's renderers show it.
+    const shown = lookup.locator('.qloop-assist-area .qloop-approval-card');
+    await expect(shown).toBeVisible({ timeout: 60000 });
+    await expect(shown.locator('.qloop-code')).toHaveText('sorted(d)');
+    await shown
+      .locator('button')
+      .filter({ hasText: /^Approve$/ })
+      .click();
+    expect(await resultOf(standIn, 1)).toContain("['a']");
+  }
   const bar = lookup.locator('.qloop-proposal');
   await expect(bar).toBeVisible({ timeout: 60000 });
   await expect(lookup.locator('.qloop-assist-area')).toContainText(
@@ -135,7 +152,7 @@ async function fixFlow(
   await bar.locator('button.qloop-proposal-reject').click();
   await bar.locator('.qloop-proposal-reason-input').fill('keep reading a key');
   await bar.locator('button.qloop-proposal-confirm').click();
-  expect(await resultOf(standIn, 1)).toContain('keep reading a key');
+  expect(await resultOf(standIn, 1 + later)).toContain('keep reading a key');
   await expect(diff.locator('.qloop-diff-add')).toHaveText(
     ["+value = d['a']"],
     {
@@ -150,7 +167,9 @@ async function fixFlow(
     lookup.locator('.jp-Cell-outputWrapper [data-mime-type*="error"]')
   ).toHaveCount(0);
   await expect(fixes).toHaveCount(0);
-  expect(await resultOf(standIn, 2)).toContain('now has the proposed source');
+  expect(await resultOf(standIn, 2 + later)).toContain(
+    'now has the proposed source'
+  );
 }
 
 test.describe('the agent from a cell in JupyterLab', () => {
@@ -238,13 +257,18 @@ test.describe('the agent from a cell in JupyterLab', () => {
 
 test7.describe('the agent from a cell in Notebook 7', () => {
   test7(
-    'Fix on the failed cell only, Accept and run, the record saved',
+    'Fix on the failed cell only, its approval card beside the cell, Accept and run, the record saved',
     async ({ notebook7, standIn }) => {
-      await standIn.reset(SCRIPT.slice(0, 3));
+      const read: StandInItem = {
+        content: [
+          { type: 'tool_use', name: 'run_code', input: { code: 'sorted(d)' } }
+        ]
+      };
+      await standIn.reset([read, ...SCRIPT.slice(0, 3)]);
       await notebook7.open(NOTEBOOK);
       const page = notebook7.page;
       await runAll7(page);
-      await fixFlow(page, cell7(page, 1), standIn, async () => undefined);
+      await fixFlow(page, cell7(page, 1), standIn, async () => undefined, true);
       await waitForIdle7(page);
       const file = await notebook7.save(saved =>
         Boolean(saved.cells[1]?.metadata?.qloop_assist)
