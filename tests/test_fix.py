@@ -291,9 +291,10 @@ def test_qloop_run_fixes_under_the_policy_and_refuses_a_proposal_readonly_would_
         nbformat.v4.new_code_cell("%load_ext qloop_kernel\nd = {'a': 1}", id="setup"),
         nbformat.v4.new_code_cell("value = d['b']", id="lookup"),
         nbformat.v4.new_code_cell("%agent fix", id="fixer"),
+        nbformat.v4.new_code_cell("%agent explain lookup", id="explainer"),
     ]
     script = [Reply([tool_use("edit_cell", {"cell_id": "lookup", "source": "d.get('b')"})]),
-              Reply([text("use a default")])]  # fmt: skip
+              Reply([text("use a default")]), Reply([text("It reads a missing key.")])]  # fmt: skip
     progress = io.StringIO()
     with StandInAPI(script) as api:
         env = {**os.environ, **api.environment(), "QLOOP_APPROVAL": "readonly"}
@@ -305,6 +306,10 @@ def test_qloop_run_fixes_under_the_policy_and_refuses_a_proposal_readonly_would_
     assert "readonly" in result_text(tool_results(requests[1])[0])
     assert nb.cells[1].source == "value = d['b']"  # left as it was
     assert "qloop run: edit_cell not applied: " in progress.getvalue()
+    explained = prompt_of(requests[2])
+    assert "read_notebook" in tools_of(requests[2])  # an agent cell too: it has the runner's view
+    assert explained.startswith("Explain notebook cell lookup to the user: what it does and why")
+    assert "```python\nvalue = d['b']\n```" in explained and "KeyError: 'b'" in explained
 
 
 def test_the_pages_fix_runs_beside_the_cell_goes_on_after_a_failed_fix_and_is_undone(
@@ -378,17 +383,19 @@ def test_explain_reads_the_cell_and_its_error_and_runs_or_proposes_nothing(
 def test_explain_without_a_page_uses_the_source_the_cell_ran_with(
     lab: Any, api: StandInAPI
 ) -> None:
-    api.set_script([Reply([text("It makes a dict.")])])
+    api.set_script([Reply([text("It makes a dict.")]), Reply([text("Still a dict.")])])
     lab.run(SETUP, cell_id="setup")
-    cell = lab.execute("%agent explain setup", cell_id="asker")  # no page answers
-    assert lab.complete(cell, 60)["content"]["status"] == "ok"
-    task = prompt_of(api.requests[0])
-    assert task.startswith("Explain notebook cell setup to the user: what it does.")
-    assert f"```python\n{SETUP}\n```" in task and "fails" not in task.splitlines()[0]
+    for _ in range(2):  # the first is not a run of the cell: the second sees its source too
+        cell = lab.execute("%agent explain setup", cell_id="setup", metadata=assist("explain"))
+        assert lab.complete(cell, 60)["content"]["status"] == "ok"  # no page answers
+    for request in api.requests:
+        task = prompt_of(request)
+        assert task.startswith("Explain notebook cell setup to the user: what it does.")
+        assert f"```python\n{SETUP}\n```" in task and "fails" not in task.splitlines()[0]
     missing = lab.execute("%agent explain nowhere", cell_id="asker")
     assert lab.complete(missing, 60)["content"]["status"] == "error"
     assert "no code cell with id 'nowhere'" in lab.stderr(missing)
-    assert len(api.requests) == 1
+    assert len(api.requests) == 2
 
 
 def test_edit_with_agent_gets_the_instruction_intact_quotes_newlines_and_all(
