@@ -252,6 +252,23 @@ PATCHES = {
         "import qloop_kernel.policy.permissions as permissions\n"
         "permissions.policy_verdict = lambda *args, **kwargs: 'run'"
     ),
+    # Named nowhere in the guard: protected because it is a function of a policy module.
+    "what a grant covers": (
+        "import qloop_kernel.policy.grants as grants\ngrants.covers = lambda granted, risk: True"
+    ),
+    # A constant table of the risk classes, changed in place.
+    "the risk tables": ("from qloop_kernel.policy.risk import tables\ntables.MODULES.clear()"),
+}
+# What is back in place after the turn, as the kernel prints it.
+PUT_BACK = {
+    "what a grant covers": (
+        "import qloop_kernel.policy.grants as grants\nprint(grants.covers.__qualname__)",
+        "covers",
+    ),
+    "the risk tables": (
+        "from qloop_kernel.policy.risk import tables\nprint('os' in tables.MODULES)",
+        "True",
+    ),
 }
 
 
@@ -275,6 +292,9 @@ def test_a_step_that_patches_the_approver_ends_the_turn(
     assert len(api.requests) == 1  # the turn ended before asking the model again
     assert lab.run("print('f' in dir())").strip() == "False"
     assert saved_record(lab, cell)["status"] == "error"
+    if patched in PUT_BACK:
+        check, expected = PUT_BACK[patched]
+        assert lab.run(check).strip() == expected
 
 
 def test_a_huge_turn_makes_a_record_that_reads_back() -> None:
