@@ -8,6 +8,7 @@ from typing import Any
 
 from jupyter_server.utils import url_path_join
 
+from .acp_extension import acp_routes
 from .broker import OutsideBroker
 from .config import QloopMCP
 from .handlers import (
@@ -39,6 +40,7 @@ def load(serverapp: Any) -> None:
         (url_path_join(base, "qloop/outside/agent_cell"), AgentCellHandler, {"broker": broker}),
         (url_path_join(base, "qloop/usage"), UsageHandler, {}),
     ]
+    routes += acp_routes(serverapp, broker, config)
     state: dict[str, Any] = {"broker": broker, "config": config, "task": None}
     if config.enabled:
         try:
