@@ -361,3 +361,19 @@ def test_text_of_a_failed_attempt_is_blanked_before_the_retry(
     shown = [text for text in shown_answers(lab, agent).values() if text]
     assert shown == ["the whole answer"]
     assert "retrying" in lab.text(agent)
+
+
+def test_the_task_line_is_taken_as_typed_never_expanded_from_the_namespace(
+    lab: LabKernel, api: StandInAPI
+) -> None:
+    """IPython expands `$name` and `{expr}` in a magic's line: for %agent that would put a value of
+    the namespace (here a key) into the prompt the model receives, unasked."""
+    lab.run("token = 'tok-7f3a9c21e8'")
+    api.set_script([Reply([text("ok")]), Reply([text("ok")])])
+    one_line = lab.execute("%agent compare {token} with $token", cell_id="agent-literal-1")
+    assert lab.complete(one_line, 60)["content"]["status"] == "ok"
+    cell = lab.execute("%%agent say {token}\nand $token", cell_id="agent-literal-2")
+    assert lab.complete(cell, 60)["content"]["status"] == "ok"
+    sent = json.dumps([r.body["messages"] for r in api.requests])
+    assert "tok-7f3a9c21e8" not in sent
+    assert "compare {token} with $token" in sent and "say {token}" in sent

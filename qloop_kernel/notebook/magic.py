@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class, no_var_expand
 from traitlets.config import Configurable
 
 from . import options  # the load imports nothing heavier (options.py, names.py)
@@ -105,7 +105,10 @@ class AgentMagics(Magics):
                 "grants are changed only by you, between cells"
             )
 
+    # The task and options are taken as typed: IPython's `$name` / `{expr}` expansion would put a
+    # value of the namespace (a frame, a key) into the prompt the model receives.
     @cell_magic("agent")  # type: ignore[arg-type]  # IPython's decorator types expect Never
+    @no_var_expand
     def agent_cell(self, line: str, cell: str) -> None:
         """%%agent [options]: run the cell body as a task for the agent."""
         self._refuse_inside_a_step()
@@ -113,6 +116,7 @@ class AgentMagics(Magics):
         self._run(args, (first_line + "\n" + cell).strip())
 
     @line_magic("agent")  # type: ignore[arg-type]
+    @no_var_expand
     def agent_line(self, line: str) -> None:
         """%agent: settings, status, reset, allow TOOL, or a one-line task."""
         self._refuse_inside_a_step()
