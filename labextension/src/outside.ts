@@ -18,13 +18,17 @@ import { TranslationBundle } from '@jupyterlab/translation';
 import { JSONExt, JSONObject, JSONValue } from '@lumino/coreutils';
 import type { ISignal } from '@lumino/signaling';
 
-import {
-  IOutsideApproval,
-  IOutsideDecision,
-  OutsideBoard,
+import type {
+  OutsideApproval,
   OutsideCellChange,
-  PostOutcome
-} from './outsidecard';
+  OutsideEntry,
+  OutsideItem,
+  OutsideItemRef,
+  OutsidePageMessage,
+  OutsidePending,
+  OutsideRecordItem
+} from './generated/protocol';
+import { DecisionBody, OutsideBoard, PostOutcome } from './outsidecard';
 import { INotebookMetadata } from './protocol';
 import {
   CellExecutor,
@@ -51,25 +55,9 @@ export const AGENT_CELL_ROUTE = 'qloop/outside/agent_cell';
 export const FIRST_RETRY_MS = 2000;
 export const LAST_RETRY_MS = 30000;
 
-/** An entry the page saves into the notebook's metadata, then acknowledges. */
-export interface IOutsideRecord {
-  id: string;
-  kind: 'record';
-  key: string;
-  entry: JSONObject;
-}
-
-export type OutsideItem = IOutsideApproval | IOutsideRecord;
-
-/** One answer of the long poll: the whole current list of the notebook. */
-export interface IPending {
-  version: number;
-  items: OutsideItem[];
-}
-
 /** What a poll came back with. */
 export type PollAnswer =
-  | { answer: 'pending'; pending: IPending }
+  | { answer: 'pending'; pending: OutsidePending }
   /** 404: the server has no qloop extension. */
   | { answer: 'absent' }
   | { answer: 'failed'; message: string };
@@ -100,10 +88,9 @@ function cellChange(data: unknown): OutsideCellChange | null {
   return { op: 'add', cell_type: type, after_cell_id: after };
 }
 
-function approvalItem(data: JSONObject): IOutsideApproval | null {
+function approvalItem(data: JSONObject): OutsideApproval | null {
   const { id, state, client, tool, title, code, risk, reasons } = data;
-  const editable = data['editable'] ?? false;
-  const { verified, grantable } = data;
+  const { editable, verified, grantable } = data;
   const texts = [id, client, tool, title, code, risk];
   const cell =
     data['cell'] === undefined ? undefined : cellChange(data['cell']);
@@ -111,9 +98,7 @@ function approvalItem(data: JSONObject): IOutsideApproval | null {
     !texts.every(text => typeof text === 'string') ||
     (state !== 'waiting' && state !== 'running' && state !== 'apply') ||
     !isStringList(reasons) ||
-    typeof editable !== 'boolean' ||
-    (verified !== undefined && typeof verified !== 'boolean') ||
-    (grantable !== undefined && typeof grantable !== 'boolean') ||
+    ![editable, verified, grantable].every(flag => typeof flag === 'boolean') ||
     cell === null ||
     (state === 'apply' && cell === undefined)
   ) {
@@ -132,26 +117,55 @@ function approvalItem(data: JSONObject): IOutsideApproval | null {
     code: itemCode,
     risk: itemRisk,
     reasons,
-    editable,
-    ...(typeof verified === 'boolean' ? { verified } : {}),
-    ...(typeof grantable === 'boolean' ? { grantable } : {})
+    editable: editable as boolean,
+    verified: verified as boolean,
+    grantable: grantable as boolean
   };
 }
 
-function recordItem(data: JSONObject): IOutsideRecord | null {
+const ENTRY_TEXTS = [
+  'id',
+  'at',
+  'client',
+  'tool',
+  'decision',
+  'reason',
+  'result',
+  'signature'
+];
+
+/**
+ * Whether `data` is a saved call as the server signs it. It is saved as it
+ * came, fields unknown here included: the signature covers every field.
+ */
+export function isOutsideEntry(data: unknown): data is OutsideEntry {
+  if (!isJSONObject(data)) {
+    return false;
+  }
+  const { input, ran, risk, result_chars, is_error, ran_redacted } = data;
+  const textOrNull = (value: unknown) =>
+    value === null || typeof value === 'string';
+  return (
+    ENTRY_TEXTS.every(key => typeof data[key] === 'string') &&
+    isJSONObject(input) &&
+    textOrNull(ran) &&
+    textOrNull(risk) &&
+    typeof result_chars === 'number' &&
+    typeof is_error === 'boolean' &&
+    (ran_redacted === undefined || ran_redacted === true)
+  );
+}
+
+function recordItem(data: JSONObject): OutsideRecordItem | null {
   const { id, key, entry } = data;
-  if (
-    typeof id !== 'string' ||
-    typeof key !== 'string' ||
-    !isJSONObject(entry)
-  ) {
+  if (typeof id !== 'string' || key !== OUTSIDE_KEY || !isOutsideEntry(entry)) {
     return null;
   }
   return { id, kind: 'record', key, entry };
 }
 
 /** The answer of the pending route, or null when it is not one; odd items are left out. */
-export function parsePending(data: unknown): IPending | null {
+export function parsePending(data: unknown): OutsidePending | null {
   if (
     !isJSONObject(data) ||
     typeof data['version'] !== 'number' ||
@@ -223,7 +237,7 @@ export class OutsideRequests {
   }
 
   /** Send the user's decision on a request. */
-  decide(id: string, decision: IOutsideDecision): Promise<PostOutcome> {
+  decide(id: string, decision: DecisionBody): Promise<PostOutcome> {
     return this._post(DECIDE_ROUTE, { id, ...decision });
   }
 
@@ -260,7 +274,10 @@ export class OutsideRequests {
         };
   }
 
-  private async _post(route: string, body: JSONObject): Promise<PostOutcome> {
+  private async _post(
+    route: string,
+    body: OutsideItemRef | OutsidePageMessage
+  ): Promise<PostOutcome> {
     const response = await this._send(route, body);
     if (typeof response === 'string') {
       return { outcome: 'failed', message: response };
@@ -277,7 +294,7 @@ export class OutsideRequests {
   /** POST `body` as JSON to `route`: the response, or why none came. */
   private async _send(
     route: string,
-    body: JSONObject
+    body: OutsidePageMessage
   ): Promise<Response | string> {
     const url = URLExt.join(this.settings.baseUrl, route);
     try {
@@ -310,7 +327,7 @@ export function retryDelay(failures: number): number {
 export class OutsidePoll {
   constructor(
     private readonly _requests: OutsideRequests,
-    private readonly _onAnswer: (pending: IPending) => void
+    private readonly _onAnswer: (pending: OutsidePending) => void
   ) {}
 
   get isDisposed(): boolean {
@@ -401,7 +418,7 @@ export type SaveResult = 'saved' | 'present' | 'refused';
  */
 export function saveOutsideEntry(
   notebook: Pick<INotebookMetadata, 'getMetadata' | 'setMetadata'>,
-  entry: JSONObject
+  entry: OutsideEntry
 ): SaveResult {
   const saved = notebook.getMetadata(OUTSIDE_KEY);
   let kept: JSONObject = {};
@@ -414,16 +431,13 @@ export function saveOutsideEntry(
     entries = saved['entries'];
   }
   const present = entries.some(
-    old =>
-      isJSONObject(old) &&
-      ('id' in entry
-        ? JSONExt.deepEqual(old['id'], entry['id'])
-        : JSONExt.deepEqual(old, entry))
+    old => isJSONObject(old) && JSONExt.deepEqual(old['id'], entry['id'])
   );
   if (present) {
     return 'present';
   }
-  notebook.setMetadata(OUTSIDE_KEY, { ...kept, entries: [...entries, entry] });
+  const added = [...entries, entry] as JSONValue[];
+  notebook.setMetadata(OUTSIDE_KEY, { ...kept, entries: added });
   return 'saved';
 }
 
@@ -447,17 +461,13 @@ export class OutsideRecords {
 
   private _saveOne(
     notebook: Pick<INotebookMetadata, 'getMetadata' | 'setMetadata'>,
-    item: IOutsideRecord
+    item: OutsideRecordItem
   ): void {
-    const result =
-      item.key === OUTSIDE_KEY ? saveOutsideEntry(notebook, item.entry) : null;
-    if (result === null || result === 'refused') {
+    if (saveOutsideEntry(notebook, item.entry) === 'refused') {
       if (!this._warned.has(item.id)) {
         this._warned.add(item.id);
         console.warn(
-          result === null
-            ? `qloop: an outside record for key '${item.key}' is not saved (only '${OUTSIDE_KEY}' is)`
-            : `qloop: metadata '${OUTSIDE_KEY}' is not {"entries": [...]}: the outside record is not saved`,
+          `qloop: metadata '${OUTSIDE_KEY}' is not {"entries": [...]}: the outside record is not saved`,
           item
         );
       }
@@ -539,7 +549,7 @@ export function showOutsideRequests(
   const records = new OutsideRecords(requests);
   const poll = new OutsidePoll(requests, pending => {
     const approvals = pending.items.filter(
-      (item): item is IOutsideApproval => item.kind === 'approval'
+      (item): item is OutsideApproval => item.kind === 'approval'
     );
     if (!context.isDisposed) {
       records.save(context.model, pending.items);

@@ -8,8 +8,13 @@
  * Every text from the server is set as text.
  */
 import { TranslationBundle } from '@jupyterlab/translation';
-import { JSONObject } from '@lumino/coreutils';
 import { Widget } from '@lumino/widgets';
+
+import type {
+  OutsideApproval,
+  OutsideCellChange,
+  OutsideDecision
+} from './generated/protocol';
 
 import { ALARMING_RISKS, RISK_ATTRIBUTE, renderDiff } from './proposalbar';
 import { pieces, shownNodes } from './visible';
@@ -26,69 +31,10 @@ export const OUTSIDE_CELL_ATTRIBUTE = 'data-qloop-outside-cell';
 export { RISK_ATTRIBUTE };
 
 /**
- * A cell change an outside agent asks for (add_cell, edit_cell, run_cell);
- * the page applies it, or runs the cell.
+ * What the user decided, as the page posts it to the server's decide route
+ * (the item's id is added there): the server's `OutsideDecision`.
  */
-export type OutsideCellChange =
-  | {
-      op: 'add';
-      cell_type: 'code' | 'markdown';
-      /** null: at the end of the notebook. */
-      after_cell_id: string | null;
-    }
-  | { op: 'edit'; cell_id: string }
-  /** Run the cell as it is when approved: the card shows its source. */
-  | { op: 'run'; cell_id: string };
-
-/**
- * A call of an outside agent that waits for the user, or runs once approved;
- * a cell change the user's policy or a grant allows is to be applied by the
- * page at once ("apply", no card).
- */
-export interface IOutsideApproval {
-  id: string;
-  kind: 'approval';
-  state: 'waiting' | 'running' | 'apply';
-  /**
-   * The agent's name: as it announced itself (e.g. "claude-code") until the
-   * user approves a call of its session, then as the user confirmed it.
-   */
-  client: string;
-  tool: string;
-  title: string;
-  code: string;
-  /** read, write, compute, destructive, external or unknown. */
-  risk: string;
-  reasons: string[];
-  editable: boolean;
-  /**
-   * False while nobody approved a call of this client's session: its name is
-   * only what it says about itself (absent: not marked).
-   */
-  verified?: boolean;
-  /** False for a client outside any MCP session: no grant is kept for it. */
-  grantable?: boolean;
-  /**
-   * A cell change: `code` is the new cell's source, or the cell's proposed
-   * source ("" for a run: the notebook has the source).
-   */
-  cell?: OutsideCellChange;
-}
-
-/** What the user decided, as the server takes it. */
-export interface IOutsideDecision {
-  decision: 'approve' | 'deny' | 'always' | 'edit';
-  reason: string;
-  /** The edited code, with "edit" only. */
-  code?: string;
-  /**
-   * What the page did with a cell change: `{"cell_id"}` (with a run's
-   * `source`, `outputs` and `status`), or `{"error"}`.
-   */
-  applied?: JSONObject;
-  /** The name the user gives an unverified client as they approve its call. */
-  name?: string;
-}
+export type DecisionBody = Omit<OutsideDecision, 'id'>;
 
 /** How the server took a decision or a stop. */
 export type PostOutcome =
@@ -99,10 +45,7 @@ export type PostOutcome =
 
 /** What the cards' buttons do, with the request as the card shows it. */
 export interface IOutsideActions {
-  decide(
-    item: IOutsideApproval,
-    decision: IOutsideDecision
-  ): Promise<PostOutcome>;
+  decide(item: OutsideApproval, decision: DecisionBody): Promise<PostOutcome>;
   stop(id: string): Promise<PostOutcome>;
 }
 
@@ -142,10 +85,10 @@ export class OutsideCard {
   readonly node = element('div', OUTSIDE_CLASS);
 
   constructor(
-    item: IOutsideApproval,
+    item: OutsideApproval,
     private readonly _trans: TranslationBundle,
     private readonly _cells: IOutsideCells | null,
-    private readonly _send: (decision: IOutsideDecision) => void,
+    private readonly _send: (decision: DecisionBody) => void,
     private readonly _stop: () => void
   ) {
     const trans = _trans;
@@ -200,12 +143,12 @@ export class OutsideCard {
   }
 
   /** The request as the card shows it now. */
-  get item(): IOutsideApproval {
+  get item(): OutsideApproval {
     return this._item;
   }
 
   /** Show the request's latest state, and take clicks again (a new answer came). */
-  update(item: IOutsideApproval): void {
+  update(item: OutsideApproval): void {
     this._show(item);
     this._error.hidden = true;
     this.setEnabled(true);
@@ -232,9 +175,9 @@ export class OutsideCard {
     this.setEnabled(true);
   }
 
-  private _show(item: IOutsideApproval): void {
+  private _show(item: OutsideApproval): void {
     const trans = this._trans;
-    const old = this._item as IOutsideApproval | undefined;
+    const old = this._item as OutsideApproval | undefined;
     this._item = item;
     this.node.setAttribute(OUTSIDE_ID_ATTRIBUTE, item.id);
     this.node.setAttribute(OUTSIDE_STATE_ATTRIBUTE, item.state);
@@ -278,7 +221,7 @@ export class OutsideCard {
   }
 
   /** The buttons' words: a cell change is accepted or rejected, a call approved or denied. */
-  private _showWords(item: IOutsideApproval): void {
+  private _showWords(item: OutsideApproval): void {
     const trans = this._trans;
     const run = item.cell?.op === 'run';
     const cell = item.cell !== undefined && !run;
@@ -320,7 +263,7 @@ export class OutsideCard {
    * source, or for a run the cell's source as it is now; for a cell change, a
    * line saying which cell or where it goes.
    */
-  private _showCode(item: IOutsideApproval): void {
+  private _showCode(item: OutsideApproval): void {
     const cell = item.cell;
     this._where.hidden = cell === undefined;
     this._where.textContent = cell ? this._whereText(cell) : '';
@@ -383,7 +326,7 @@ export class OutsideCard {
   }
 
   private _wireButtons(): void {
-    const send = (decision: IOutsideDecision['decision'], code?: string) => {
+    const send = (decision: DecisionBody['decision'], code?: string) => {
       const reason = this._reason.value.trim();
       const name = this._name.hidden ? '' : this._name.value.trim();
       this._send({
@@ -464,7 +407,7 @@ export class OutsideCard {
       editing || !this._item.editable || this._item.cell?.op === 'run';
   }
 
-  private _item!: IOutsideApproval;
+  private _item!: OutsideApproval;
   private _editing = false;
   private _showsDiff = false;
   /** A run of a cell the notebook does not have: no source to show. */
@@ -546,7 +489,7 @@ export class OutsideBoard extends Widget {
   }
 
   /** Show these requests: new cards added, shown ones updated, others gone. */
-  setRequests(items: readonly IOutsideApproval[]): void {
+  setRequests(items: readonly OutsideApproval[]): void {
     const wanted = new Set(items.map(item => item.id));
     for (const id of Array.from(this._cards.keys())) {
       if (!wanted.has(id)) {
@@ -596,7 +539,7 @@ export class OutsideBoard extends Widget {
     super.dispose();
   }
 
-  private _add(item: IOutsideApproval): void {
+  private _add(item: OutsideApproval): void {
     const { actions, trans } = this._options;
     const after = (outcome: PostOutcome) => {
       if (this._cards.get(item.id) !== card) {

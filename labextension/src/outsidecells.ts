@@ -9,15 +9,13 @@ import { CodeCell, ICellModel, isCodeCellModel } from '@jupyterlab/cells';
 import { INotebookModel } from '@jupyterlab/notebook';
 import { ISessionContext } from '@jupyterlab/apputils';
 import { KernelMessage } from '@jupyterlab/services';
-import { JSONObject } from '@lumino/coreutils';
-
-import {
-  IOutsideApproval,
-  IOutsideCells,
-  IOutsideDecision,
-  OutsideCellChange,
-  PostOutcome
-} from './outsidecard';
+import type {
+  AddCellChange,
+  EditCellChange,
+  OutsideApplied,
+  OutsideApproval
+} from './generated/protocol';
+import { DecisionBody, IOutsideCells, PostOutcome } from './outsidecard';
 import { isJSONObject } from './record';
 
 /**
@@ -64,10 +62,10 @@ export function notebookCells(
  */
 export function applyCellChange(
   notebook: OutsideNotebook,
-  change: Exclude<OutsideCellChange, { op: 'run' }>,
+  change: AddCellChange | EditCellChange,
   source: string,
   origin: { client: string; tool: string }
-): JSONObject {
+): OutsideApplied {
   const target = change.op === 'add' ? change.after_cell_id : change.cell_id;
   const found = target === null ? -1 : cellIndex(notebook, target);
   if (target !== null && found < 0) {
@@ -192,7 +190,7 @@ export async function runCell(
   cells: readonly IOutsideCellWidget[],
   cellId: string,
   execute: CellExecutor
-): Promise<JSONObject> {
+): Promise<OutsideApplied> {
   const cell = cells.find(widget => widget.model.id === cellId);
   if (!cell) {
     return { error: `no cell with id ${cellId} in the notebook` };
@@ -220,7 +218,7 @@ export async function runCell(
 /** What the cell changes post to the server (`OutsideRequests` has it). */
 export interface IOutsideCellPosts {
   claim(id: string): Promise<PostOutcome>;
-  decide(id: string, decision: IOutsideDecision): Promise<PostOutcome>;
+  decide(id: string, decision: DecisionBody): Promise<PostOutcome>;
 }
 
 /** Where a cell change of this page stands. */
@@ -230,7 +228,7 @@ type ChangeProgress =
   /** Decided, or another page applies it. */
   | { step: 'done' }
   /** Applied here; the decision did not reach the server. */
-  | { step: 'unsent'; decision: IOutsideDecision };
+  | { step: 'unsent'; decision: DecisionBody };
 
 /**
  * Applies the cell changes of one notebook view's requests: on the user's
@@ -243,7 +241,7 @@ export class OutsideCellChanges {
     private readonly _requests: IOutsideCellPosts,
     private readonly _notebook: () => OutsideNotebook | null,
     /** Runs a cell of the notebook view (run_cell): what the server is told. */
-    private readonly _run: (cellId: string) => Promise<JSONObject>
+    private readonly _run: (cellId: string) => Promise<OutsideApplied>
   ) {}
 
   /**
@@ -251,7 +249,7 @@ export class OutsideCellChanges {
    * send again a decision that did not reach the server (nothing re-applied,
    * nothing re-run).
    */
-  applyAllowed(items: readonly IOutsideApproval[]): void {
+  applyAllowed(items: readonly OutsideApproval[]): void {
     for (const item of items) {
       const progress = this._progress.get(item.id);
       if (progress?.step === 'unsent') {
@@ -269,8 +267,8 @@ export class OutsideCellChanges {
    * sent again.
    */
   async decide(
-    item: IOutsideApproval,
-    decision: IOutsideDecision
+    item: OutsideApproval,
+    decision: DecisionBody
   ): Promise<PostOutcome> {
     const known = this._progress.get(item.id);
     if (known?.step === 'busy' || known?.step === 'done') {
@@ -295,9 +293,9 @@ export class OutsideCellChanges {
   }
 
   private async _apply(
-    item: IOutsideApproval,
-    decision: IOutsideDecision
-  ): Promise<JSONObject> {
+    item: OutsideApproval,
+    decision: DecisionBody
+  ): Promise<OutsideApplied> {
     if (item.cell?.op === 'run') {
       return this._run(item.cell.cell_id);
     }
@@ -311,7 +309,7 @@ export class OutsideCellChanges {
   }
 
   /** Remember the outcome: done, a decision to send again, or nothing (claim again). */
-  private _settle(id: string, outcome: 'done' | IOutsideDecision | null): void {
+  private _settle(id: string, outcome: 'done' | DecisionBody | null): void {
     if (outcome === null) {
       this._progress.delete(id);
     } else if (outcome === 'done') {

@@ -22,6 +22,7 @@ import { JSONObject, JSONValue, UUID } from '@lumino/coreutils';
 import type { ISignal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
+import type { OutsideAgentCell } from './generated/protocol';
 import { OUTSIDE_KEY } from './outsidecells';
 import { isJSONObject } from './record';
 import { shownNodes } from './visible';
@@ -243,20 +244,8 @@ function copyControls(
   return controls;
 }
 
-/** The agent cell the server made of the saved calls. */
-export interface IOutsideAgentCell {
-  source: string;
-  record: JSONObject;
-  /** Code steps its run replays. */
-  steps: number;
-  /** Whether every entry verified with this user's key (else: received). */
-  own: boolean;
-  /** Entries that are not readable calls, left out. */
-  skipped: number;
-}
-
 export type AgentCellAnswer =
-  | { outcome: 'ok'; cell: IOutsideAgentCell }
+  | { outcome: 'ok'; cell: OutsideAgentCell }
   | { outcome: 'failed'; message: string };
 
 /** Makes the agent cell `id` of the entries (the server's agent_cell route). */
@@ -265,10 +254,15 @@ export type MakeAgentCell = (
   entries: JSONValue[]
 ) => Promise<AgentCellAnswer>;
 
-/** The server's answer as an agent cell, or null when it is not one. */
-export function parseAgentCell(data: unknown): IOutsideAgentCell | null {
+/**
+ * The server's answer as an agent cell (its `%%agent` source, its record,
+ * the code steps its run replays, whether every entry verified with this
+ * user's key, the entries left out), or null when it is not one.
+ */
+export function parseAgentCell(data: unknown): OutsideAgentCell | null {
   if (
     !isJSONObject(data) ||
+    data['ok'] !== true ||
     typeof data['source'] !== 'string' ||
     !data['source'].startsWith('%%agent') ||
     !isJSONObject(data['record']) ||
@@ -279,6 +273,7 @@ export function parseAgentCell(data: unknown): IOutsideAgentCell | null {
     return null;
   }
   return {
+    ok: true,
     source: data['source'],
     record: data['record'],
     steps: data['steps'],
@@ -420,7 +415,7 @@ export class OutsideCallsView extends Widget {
       id,
       cell_type: 'code',
       source: cell.source,
-      metadata: { qloop: cell.record }
+      metadata: { qloop: cell.record as JSONObject } // JSON, as the server sent it
     });
     this._options.copied?.(index);
     const said = [

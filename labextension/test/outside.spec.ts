@@ -25,9 +25,13 @@ import {
   saveOutsideEntry,
   showOutsideRequests
 } from '../src/outside';
+import type {
+  OutsideApproval,
+  OutsideEntry,
+  OutsideRecordItem
+} from '../src/generated/protocol';
 import {
-  IOutsideApproval,
-  IOutsideDecision,
+  DecisionBody,
   OUTSIDE_BOARD_CLASS,
   OUTSIDE_CELL_ATTRIBUTE,
   OUTSIDE_CLASS,
@@ -244,7 +248,7 @@ function makeSettings(server: FakeServer): ServerConnection.ISettings {
   });
 }
 
-function approval(fields: Partial<IOutsideApproval> = {}): IOutsideApproval {
+function approval(fields: Partial<OutsideApproval> = {}): OutsideApproval {
   return {
     id: 'a1',
     kind: 'approval',
@@ -256,11 +260,33 @@ function approval(fields: Partial<IOutsideApproval> = {}): IOutsideApproval {
     risk: 'write',
     reasons: ['line 1: rebinds df'],
     editable: true,
+    verified: true,
+    grantable: true,
     ...fields
   };
 }
 
-function record(id: string, entry: JSONObject): JSONObject {
+/** A saved call as the server signs it. */
+function outsideEntry(fields: Partial<OutsideEntry> = {}): OutsideEntry {
+  return {
+    id: 'e1',
+    at: '2026-12-05T12:00:00+00:00',
+    client: 'claude-code',
+    tool: 'run_code',
+    input: { code: 'x = 1' },
+    decision: 'approved by the user',
+    reason: '',
+    ran: 'x = 1',
+    risk: 'write',
+    result: '',
+    result_chars: 0,
+    is_error: false,
+    signature: 'v1:abc',
+    ...fields
+  };
+}
+
+function record(id: string, entry: OutsideEntry): OutsideRecordItem {
   return { id, kind: 'record', key: OUTSIDE_KEY, entry };
 }
 
@@ -671,7 +697,7 @@ describe('showOutsideRequests', () => {
       entries: [{ id: 'e0', note: 'kept' }],
       other: 1
     });
-    const entry = { id: 'e1', client: 'claude-code', decision: 'approve' };
+    const entry = outsideEntry();
     server.answer(1, [record('r1', entry), approval()]);
     await settle();
     expect(model.getMetadata(OUTSIDE_KEY)).toEqual({
@@ -695,7 +721,7 @@ describe('showOutsideRequests', () => {
     const model = context.model;
     model.setMetadata(OUTSIDE_KEY, ['not', 'an', 'object']);
     warn.mockReset().mockImplementation(() => undefined);
-    server.answer(1, [record('r1', { id: 'e1' })]);
+    server.answer(1, [record('r1', outsideEntry())]);
     await settle();
     expect(model.getMetadata(OUTSIDE_KEY)).toEqual(['not', 'an', 'object']);
     expect(server.posts).toEqual([]);
@@ -723,9 +749,9 @@ describe('showOutsideRequests', () => {
     });
 
     function cellChange(
-      cell: IOutsideApproval['cell'],
-      fields: Partial<IOutsideApproval> = {}
-    ): IOutsideApproval {
+      cell: OutsideApproval['cell'],
+      fields: Partial<OutsideApproval> = {}
+    ): OutsideApproval {
       const add = cell?.op === 'add';
       return approval({
         id: 'c1',
@@ -1052,8 +1078,8 @@ describe('showOutsideRequests', () => {
     describe('run_cell', () => {
       function runItem(
         cellId: string,
-        fields: Partial<IOutsideApproval> = {}
-      ): IOutsideApproval {
+        fields: Partial<OutsideApproval> = {}
+      ): OutsideApproval {
         return approval({
           id: 'r1',
           client: 'cursor',
@@ -1375,11 +1401,15 @@ describe('saveOutsideEntry', () => {
   afterEach(() => model.dispose());
 
   it('starts the entries, and finds an entry already saved by its id', () => {
-    expect(saveOutsideEntry(model, { id: 'e1', n: 1 })).toBe('saved');
-    expect(saveOutsideEntry(model, { id: 'e1', n: 2 })).toBe('present');
-    expect(saveOutsideEntry(model, { id: 'e2' })).toBe('saved');
+    const first = outsideEntry({ result: 'one' });
+    const second = outsideEntry({ id: 'e2' });
+    expect(saveOutsideEntry(model, first)).toBe('saved');
+    expect(saveOutsideEntry(model, outsideEntry({ result: 'two' }))).toBe(
+      'present'
+    );
+    expect(saveOutsideEntry(model, second)).toBe('saved');
     expect(model.getMetadata(OUTSIDE_KEY)).toEqual({
-      entries: [{ id: 'e1', n: 1 }, { id: 'e2' }]
+      entries: [first, second]
     });
   });
 
@@ -1390,7 +1420,7 @@ describe('saveOutsideEntry', () => {
     [{ other: 1 }]
   ])('refuses to change %j', saved => {
     model.setMetadata(OUTSIDE_KEY, saved);
-    expect(saveOutsideEntry(model, { id: 'e1' })).toBe('refused');
+    expect(saveOutsideEntry(model, outsideEntry())).toBe('refused');
     expect(model.getMetadata(OUTSIDE_KEY)).toEqual(saved);
   });
 });
@@ -1405,7 +1435,7 @@ describe('OutsideRecords', () => {
     const model = new NotebookModel();
     const items = parsePending({
       version: 1,
-      items: [record('r1', { id: 'e1' })]
+      items: [record('r1', outsideEntry())]
     })!.items;
     records.save(model, items);
     await settle();
@@ -1416,29 +1446,22 @@ describe('OutsideRecords', () => {
       { id: 'r1' }
     ]);
     expect((model.getMetadata(OUTSIDE_KEY) as JSONObject)['entries']).toEqual([
-      { id: 'e1' }
+      outsideEntry()
     ]);
     model.dispose();
   });
 
-  it('saves only into its own key', () => {
+  it('saves only into its own key: an item for another is not read', () => {
     const warn = jest
       .spyOn(console, 'warn')
       .mockImplementation(() => undefined);
-    const server = new FakeServer();
-    const records = new OutsideRecords(
-      new OutsideRequests(makeSettings(server))
-    );
-    const model = new NotebookModel();
-    records.save(model, [
-      { id: 'r1', kind: 'record', key: 'qloop_grants', entry: { id: 'x' } }
-    ]);
-    expect(model.getMetadata('qloop_grants')).toBeUndefined();
-    expect(model.getMetadata(OUTSIDE_KEY)).toBeUndefined();
-    expect(server.posts).toEqual([]);
-    expect(warn).toHaveBeenCalled();
+    const other = { ...record('r1', outsideEntry()), key: 'qloop_grants' };
+    expect(parsePending({ version: 1, items: [other] })).toEqual({
+      version: 1,
+      items: []
+    });
+    expect(warn).toHaveBeenCalledTimes(1);
     warn.mockRestore();
-    model.dispose();
   });
 });
 
@@ -1641,7 +1664,7 @@ describe('OutsideBoard', () => {
   });
 
   it('marks a client not yet verified, and sends the name the user gives it', () => {
-    const decisions: IOutsideDecision[] = [];
+    const decisions: DecisionBody[] = [];
     const widget = new OutsideBoard({
       trans: nullTranslator.load('qloop'),
       actions: {

@@ -11,6 +11,8 @@ import { NotebookModel } from '@jupyterlab/notebook';
 import { nullTranslator } from '@jupyterlab/translation';
 import { CommandRegistry } from '@lumino/commands';
 import { JSONObject, JSONValue } from '@lumino/coreutils';
+
+import type { OutsideEntry } from '../src/generated/protocol';
 import { Signal } from '@lumino/signaling';
 import { Panel, Widget } from '@lumino/widgets';
 
@@ -46,7 +48,7 @@ function quietYjsWarnings(): jest.SpyInstance {
     });
 }
 
-function runEntry(fields: JSONObject = {}): JSONObject {
+function runEntry(fields: Partial<OutsideEntry> = {}): OutsideEntry {
   return {
     id: 'e1',
     at: '2026-12-05T12:00:00+00:00',
@@ -378,6 +380,7 @@ describe('Replay as an agent cell', () => {
     open(() => ({
       outcome: 'ok',
       cell: {
+        ok: true,
         source: '%%agent\nReplay the calls claude-code made',
         record,
         steps: 2,
@@ -407,7 +410,14 @@ describe('Replay as an agent cell', () => {
     saveOutsideEntry(model, runEntry());
     open(() => ({
       outcome: 'ok',
-      cell: { source: '%%agent\nR', record, steps: 1, own: false, skipped: 2 }
+      cell: {
+        ok: true,
+        source: '%%agent\nR',
+        record,
+        steps: 1,
+        own: false,
+        skipped: 2
+      }
     }));
     button().click();
     await settled();
@@ -449,6 +459,7 @@ describe('parseAgentCell', () => {
       skipped: 0
     };
     expect(parseAgentCell(good)).toEqual({
+      ok: true,
       source: '%%agent\nReplay',
       record: { a: 1 },
       steps: 1,
@@ -458,6 +469,7 @@ describe('parseAgentCell', () => {
     expect(parseAgentCell({ ...good, source: 'import os' })).toBeNull();
     expect(parseAgentCell({ ...good, record: 'x' })).toBeNull();
     expect(parseAgentCell({ ...good, own: 'yes' })).toBeNull();
+    expect(parseAgentCell({ ...good, ok: false })).toBeNull();
     expect(parseAgentCell(null)).toBeNull();
   });
 });

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import ConfigDict, RootModel, with_config
-from typing_extensions import NotRequired, TypedDict  # pydantic's TypedDict before Python 3.12
+from typing_extensions import NotRequired, TypeAliasType, TypedDict  # pydantic's, before 3.12
 
 from .schema import CellRecord
 
@@ -402,8 +402,8 @@ class HostImage(TypedDict):
 
 
 # -- the ``qloop.host`` comm: the Jupyter server -> the kernel session (notebook/host.py) ---------
-# Declared here beside the page's messages; not yet in protocol.schema.json (the page never sees
-# them): the tests check what a real kernel answers against these types.
+# In protocol.schema.json beside the page's messages (``HostMessage``), though the page never sees
+# them: the tests check what a real kernel answers against these types.
 
 
 @_closed
@@ -433,3 +433,7 @@ class HostAnswer(TypedDict):
     images: list[HostImage]
     changes: NotRequired[list[str]]
     not_undone: NotRequired[list[str]]
+
+
+# A message of the ``qloop.host`` comm, either way.
+HostMessage = TypeAliasType("HostMessage", HostRequest | HostAnswer)

@@ -1,4 +1,4 @@
-"""The JSON Schemas of the saved record and of the comm protocol, generated from their types.
+"""The JSON Schemas of the saved record and of every message, generated from their types.
 
 ``python -m qloop_kernel.records.schema_export`` writes them into ``qloop_kernel/schema/``;
 ``--check`` only compares. The extension's TypeScript types are generated from these files
@@ -18,7 +18,8 @@ from pydantic import TypeAdapter
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode
 from pydantic_core import CoreSchema
 
-from .protocol_schema import Answers, ProtocolMessage
+from .outside_schema import OutsidePageMessage, OutsideRoutes, OutsideServerMessage
+from .protocol_schema import Answers, HostMessage, ProtocolMessage
 from .schema import CellRecord
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schema"
@@ -44,8 +45,13 @@ def record_schema() -> dict[str, Any]:
 
 def protocol_schema() -> dict[str, Any]:
     """Every message of the ``qloop`` and ``qloop.waiting`` comms (the record they carry
-    included), and in ``$defs/Answers`` the answer of each request by its ``op``."""
-    types: tuple[type[Any], ...] = (ProtocolMessage, Answers)
+    included), and in ``$defs/Answers`` the answer of each request by its ``op``; beside them
+    the ``qloop/outside`` routes' messages (``OutsidePageMessage``, ``OutsideServerMessage``,
+    ``OutsideRoutes``) and the ``qloop.host`` comm's (``HostMessage``)."""
+    types: tuple[Any, ...] = (
+        ProtocolMessage, Answers, OutsidePageMessage, OutsideServerMessage, OutsideRoutes,
+        HostMessage,
+    )  # fmt: skip
     adapters = [(t.__name__, VALIDATION, TypeAdapter[Any](t)) for t in types]
     _, found = TypeAdapter.json_schemas(adapters, schema_generator=_Generator)
     defs = found["$defs"]

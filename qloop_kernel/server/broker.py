@@ -21,13 +21,24 @@ import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
+
+from pydantic import TypeAdapter
 
 from ..policy.risk import Risk, severity
+from ..records.outside_schema import (
+    OUTSIDE_KEY,
+    DecisionKind,
+    OutsideApproval,
+    OutsideCellChange,
+    OutsideEntry,
+    OutsideItem,
+    OutsideRecordItem,
+)
 
-DecisionKind = Literal["approve", "deny", "always", "edit"]
-DECISIONS: tuple[DecisionKind, ...] = ("approve", "deny", "always", "edit")
+DECISIONS: tuple[DecisionKind, ...] = get_args(DecisionKind)
 POLL_WAIT_S = 25.0  # longest a page's poll is held when nothing changes
+ENTRY = TypeAdapter[OutsideEntry](OutsideEntry)
 
 
 def notebook_key(path: str) -> str:
@@ -69,13 +80,13 @@ class Approval:
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
     stop: Callable[[], Any] | None = None
-    cell: dict[str, Any] | None = None
+    cell: OutsideCellChange | None = None
     claimed: bool = False  # a page took the cell change to apply it (one page only)
     verified: bool = False
     grantable: bool = True
 
-    def item(self) -> dict[str, Any]:
-        found = {
+    def item(self) -> OutsideApproval:
+        found: OutsideApproval = {
             "id": self.id,
             "kind": "approval",
             "state": self.state,
@@ -90,21 +101,20 @@ class Approval:
             "grantable": self.grantable,
         }
         if self.cell is not None:
-            found["cell"] = dict(self.cell)
+            found["cell"] = self.cell
         return found
 
 
 @dataclass
 class Record:
-    """An entry waiting to be saved in the notebook's ``key`` metadata by a page."""
+    """An entry waiting to be saved in the notebook's ``qloop_outside`` metadata by a page."""
 
     id: str
     path: str
-    entry: dict[str, Any]
-    key: str = "qloop_outside"
+    entry: OutsideEntry
 
-    def item(self) -> dict[str, Any]:
-        return {"id": self.id, "kind": "record", "key": self.key, "entry": self.entry}
+    def item(self) -> OutsideRecordItem:
+        return {"id": self.id, "kind": "record", "key": OUTSIDE_KEY, "entry": self.entry}
 
 
 class OutsideBroker:
@@ -136,7 +146,7 @@ class OutsideBroker:
     def shown_paths(self) -> list[str]:
         return sorted(k for k in set(self._polling) | set(self._last_poll) if self.shown(k))
 
-    async def pending(self, path: str, after: int) -> tuple[int, list[dict[str, Any]]]:
+    async def pending(self, path: str, after: int) -> tuple[int, list[OutsideItem]]:
         """The notebook's items once its version passes ``after`` (or after the poll wait)."""
         key = notebook_key(path)
         self._polling[key] = self._polling.get(key, 0) + 1
@@ -150,9 +160,9 @@ class OutsideBroker:
             self._polling[key] -= 1
             self._last_poll[key] = time.monotonic()
 
-    def items(self, path: str) -> list[dict[str, Any]]:
+    def items(self, path: str) -> list[OutsideItem]:
         key = notebook_key(path)
-        found = [a.item() for a in self._approvals.values() if a.path == key]
+        found: list[OutsideItem] = [a.item() for a in self._approvals.values() if a.path == key]
         return found + [r.item() for r in self._records.values() if r.path == key]
 
     def _bump(self, key: str) -> None:
@@ -217,7 +227,8 @@ class OutsideBroker:
     # --- records -----------------------------------------------------------------------------
 
     def add_record(self, path: str, entry: dict[str, Any]) -> str:
-        record = Record(self.new_id("r"), notebook_key(path), entry)
+        """Hand ``entry`` (``record.entry``) to the notebook's pages: checked as they read it."""
+        record = Record(self.new_id("r"), notebook_key(path), ENTRY.validate_python(entry))
         self._records[record.id] = record
         self._bump(record.path)
         return record.id

@@ -22,12 +22,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from ..messages import ToolCall
 from ..names import Policy
 from ..policy.grants import Grant
 from ..policy.permissions import ApprovalPolicy, ApprovalRequest, Deny
 from ..policy.pipeline import PermissionPipeline
 from ..policy.risk import Assessment, Risk
+from ..records.outside_schema import OutsideCellChange
 from .broker import Approval, Decision, OutsideBroker
 
 PROGRESS_EVERY_S = 5.0
@@ -38,6 +41,7 @@ CONFIG_HINT = (
 )
 
 Progress = Callable[[float, str], Awaitable[None]]
+CELL_CHANGE = TypeAdapter[OutsideCellChange](OutsideCellChange)  # what the page is sent
 
 
 @dataclass(frozen=True)
@@ -153,7 +157,7 @@ class Gate:
             risk=step.assessment.risk,
             reasons=step.reasons,
             state="waiting" if allowed is None else "apply",
-            cell=step.cell,
+            cell=None if step.cell is None else CELL_CHANGE.validate_python(step.cell),
             editable=(step.cell or {}).get("op") != "run",
             stop=step.stop,
             verified=self.broker.confirmed(step.session) is not None,

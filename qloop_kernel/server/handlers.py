@@ -15,18 +15,28 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
-from dataclasses import asdict
-from typing import Any
+from typing import Any, TypeVar
 
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler, JupyterHandler
+from pydantic import TypeAdapter, ValidationError
 from tornado import web
 from tornado.iostream import StreamClosedError
 
 from ..policy.admin import AdminError, admin_floor
+from ..records.outside_schema import (
+    OutsideAgentCell,
+    OutsideAgentCellRequest,
+    OutsideDecision,
+    OutsideItemRef,
+    OutsidePending,
+    OutsidePostAnswer,
+)
 from .agent_cell import agent_cell
-from .broker import DECISIONS, Decision, OutsideBroker
+from .broker import Decision, OutsideBroker
 from .config import QloopMCP
+
+Body = TypeVar("Body")
 
 AUTH_RESOURCE = "kernels"  # outside agents run code in kernels: the same permission
 MAX_AGENT_CELL_ENTRIES = 2_000
@@ -174,27 +184,43 @@ class MCPHandler(JupyterHandler):
             self.finish()
 
 
+def _problem(error: ValidationError) -> str:
+    """The first field error of a body, in one line: where and what."""
+    first = error.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "the body"
+    return f"{where}: {first['msg']}"
+
+
+ITEM_REF = TypeAdapter(OutsideItemRef)
+DECISION = TypeAdapter(OutsideDecision)
+AGENT_CELL_REQUEST = TypeAdapter(OutsideAgentCellRequest)
+
+
 class OutsideHandler(APIHandler):
-    """Base of the routes a notebook page calls: JSON in and out, Jupyter's auth."""
+    """Base of the routes a notebook page calls: JSON in and out (the bodies and answers of
+    ``records/outside_schema.py``), Jupyter's auth."""
 
     auth_resource = AUTH_RESOURCE
 
     def initialize(self, broker: OutsideBroker) -> None:
         self.broker = broker
 
-    def body(self) -> dict[str, Any]:
+    def body(self, adapter: TypeAdapter[Body]) -> Body:
+        """The request's body as ``adapter``'s message; 400 with the field at fault if not."""
         try:
             found = json.loads(self.request.body or b"{}")
         except ValueError as exc:
             raise web.HTTPError(400, "the body is not JSON") from exc
-        if not isinstance(found, dict) or not isinstance(found.get("id"), str):
-            raise web.HTTPError(400, 'the body needs an "id"')
-        return found
+        try:
+            return adapter.validate_python(found)
+        except ValidationError as exc:
+            raise web.HTTPError(400, _problem(exc)) from exc
 
     def answer(self, ok: bool, message: str = "") -> None:
         if not ok:
             self.set_status(409)
-        self.finish(json.dumps({"ok": ok, "message": message} if message else {"ok": ok}))
+        answer: OutsidePostAnswer = {"ok": ok, "message": message} if message else {"ok": ok}
+        self.finish(json.dumps(answer))
 
 
 class PendingHandler(OutsideHandler):
@@ -211,7 +237,8 @@ class PendingHandler(OutsideHandler):
         except ValueError as exc:
             raise web.HTTPError(400, "after is a number") from exc
         version, items = await self.broker.pending(path, after)
-        self.finish(json.dumps({"version": version, "items": items}))
+        answer: OutsidePending = {"version": version, "items": items}
+        self.finish(json.dumps(answer))
 
 
 class DecideHandler(OutsideHandler):
@@ -220,22 +247,16 @@ class DecideHandler(OutsideHandler):
     @web.authenticated
     @authorized
     def post(self) -> None:
-        found = self.body()
-        kind = found.get("decision")
-        if kind not in DECISIONS:
-            raise web.HTTPError(400, f"decision is one of {', '.join(DECISIONS)}")
+        found = self.body(DECISION)
         code = found.get("code")
-        if kind == "edit" and not isinstance(code, str):
+        if found["decision"] == "edit" and code is None:
             raise web.HTTPError(400, 'an "edit" decision carries the edited "code"')
-        reason = found.get("reason")
         applied = found.get("applied")
-        if applied is not None and not isinstance(applied, dict):
-            raise web.HTTPError(400, '"applied" is an object')
-        said = str(reason)[:2000] if isinstance(reason, str) else ""
-        name = found.get("name")
-        if name is not None and not isinstance(name, str):
-            raise web.HTTPError(400, '"name" is the name the user gives the client: a string')
-        decision = Decision(kind, said, code, applied, (name or "").strip()[:80])
+        said = found.get("reason", "")[:2000]
+        name = found.get("name", "").strip()[:80]
+        decision = Decision(
+            found["decision"], said, code, None if applied is None else dict(applied), name
+        )
         ok = self.broker.decide(found["id"], decision)
         self.answer(ok, "" if ok else "this call was already decided or is gone")
 
@@ -247,7 +268,7 @@ class ClaimHandler(OutsideHandler):
     @web.authenticated
     @authorized
     def post(self) -> None:
-        ok = self.broker.claim(self.body()["id"])
+        ok = self.broker.claim(self.body(ITEM_REF)["id"])
         self.answer(ok, "" if ok else "another page applies this change, or it is gone")
 
 
@@ -257,7 +278,7 @@ class StopHandler(OutsideHandler):
     @web.authenticated
     @authorized
     def post(self) -> None:
-        ok = self.broker.stop(self.body()["id"])
+        ok = self.broker.stop(self.body(ITEM_REF)["id"])
         self.answer(ok, "" if ok else "this call is not running")
 
 
@@ -267,7 +288,7 @@ class SavedHandler(OutsideHandler):
     @web.authenticated
     @authorized
     def post(self) -> None:
-        ok = self.broker.saved(self.body()["id"])
+        ok = self.broker.saved(self.body(ITEM_REF)["id"])
         self.answer(ok, "" if ok else "no such record waits")
 
 
@@ -278,9 +299,9 @@ class AgentCellHandler(OutsideHandler):
     @web.authenticated
     @authorized
     def post(self) -> None:
-        found = self.body()
-        entries = found.get("entries")
-        if not isinstance(entries, list) or not entries:
+        found = self.body(AGENT_CELL_REQUEST)
+        entries = found["entries"]
+        if not entries:
             raise web.HTTPError(400, '"entries" is the non-empty list of saved calls')
         if len(entries) > MAX_AGENT_CELL_ENTRIES:
             raise web.HTTPError(400, f"at most {MAX_AGENT_CELL_ENTRIES:,} entries make one cell")
@@ -288,4 +309,6 @@ class AgentCellHandler(OutsideHandler):
         if made.skipped == len(entries):
             self.answer(False, "none of these entries is a readable saved call")
             return
-        self.finish(json.dumps({"ok": True, **asdict(made)}))
+        answer: OutsideAgentCell = {"ok": True, "source": made.source, "record": made.record,
+                                     "steps": made.steps, "own": made.own, "skipped": made.skipped}  # fmt: skip
+        self.finish(json.dumps(answer))

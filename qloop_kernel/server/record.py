@@ -13,13 +13,14 @@ import json
 import uuid
 from typing import Any
 
+from ..records.outside_schema import OUTSIDE_KEY, OutsideEntry
 from ..records.signing import sign, verify
 
-METADATA_KEY = "qloop_outside"
+METADATA_KEY = OUTSIDE_KEY
 RESULT_CHARS = 4_000  # of the result text kept in the notebook
 
 
-def _body(entry: dict[str, Any]) -> bytes:
+def _body(entry: OutsideEntry | dict[str, Any]) -> bytes:
     fields = {k: v for k, v in entry.items() if k != "signature"}
     text = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return text.encode("utf-8")
@@ -38,8 +39,8 @@ def entry(
     is_error: bool = False,
     ran_redacted: bool = False,
 ) -> dict[str, Any]:
-    """A signed entry for the call."""
-    made: dict[str, Any] = {
+    """A signed entry for the call (an ``OutsideEntry``)."""
+    made: OutsideEntry = {
         "id": uuid.uuid4().hex,
         "at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "client": client,
@@ -52,11 +53,12 @@ def entry(
         "result": result[:RESULT_CHARS],
         "result_chars": len(result),
         "is_error": is_error,
+        "signature": "",
     }
     if ran_redacted:  # a secret was cut from the code: what is saved is not what ran
         made["ran_redacted"] = True
     made["signature"] = sign(_body(made))
-    return made
+    return dict(made)
 
 
 def verified(found: Any) -> bool:

@@ -331,6 +331,15 @@ export interface Describe {
 }
 
 /**
+ * A new cell after the cell ``after_cell_id`` (null: at the end of the notebook).
+ */
+export interface AddCellChange {
+  op: 'add';
+  cell_type: 'code' | 'markdown';
+  after_cell_id: string | null;
+}
+
+/**
  * The answer of each request, by its ``op``.
  */
 export interface Answers {
@@ -343,4 +352,234 @@ export interface Answers {
   cell_source: CellSourceAnswer;
   set_outputs: Done;
   revert_cell: Done;
+}
+
+/**
+ * The page added or edited the cell ``cell_id``.
+ */
+export interface AppliedCell {
+  cell_id: string;
+}
+
+/**
+ * A new source for the cell ``cell_id``.
+ */
+export interface EditCellChange {
+  op: 'edit';
+  cell_id: string;
+}
+
+/**
+ * What the step did: ``ok`` when it ran, ``error`` when it raised or was stopped, ``refused``
+ * when it did not run or was undone (the step guard); the text as the model reads a tool
+ * result (outputs, value, error, the variables it changed), redacted in the kernel.
+ */
+export interface HostAnswer {
+  op: 'ack';
+  request_id: string;
+  ok: true;
+  status: 'ok' | 'error' | 'refused';
+  text: string;
+  images: HostImage[];
+  changes?: string[];
+  not_undone?: string[];
+}
+
+export interface HostImage {
+  mime: string;
+  data: string;
+}
+
+export type HostMessage = HostRequest | HostAnswer;
+
+/**
+ * An outside agent's step the server has decided to run (its policy, a grant or the card):
+ * the kernel session runs it as the in-notebook agent's ``run_code`` runs.
+ */
+export interface HostRequest {
+  op: 'run_step';
+  request_id: string;
+  call_id: string;
+  client: string;
+  code: string;
+  timeout_s: number | null;
+}
+
+/**
+ * The page could not apply the change: why.
+ */
+export interface NotApplied {
+  error: string;
+}
+
+/**
+ * The answer of ``agent_cell``: the ``%%agent`` cell's source and record, the code steps its
+ * run replays, whether every entry verified with this user's key, and the entries left out.
+ */
+export interface OutsideAgentCell {
+  ok: true;
+  source: string;
+  record: {
+    [k: string]: unknown;
+  };
+  steps: number;
+  own: boolean;
+  skipped: number;
+}
+
+/**
+ * The body of ``agent_cell``: the notebook's saved entries in order, as the page holds them
+ * (the server leaves out those it cannot read), and the id of the cell to add.
+ */
+export interface OutsideAgentCellRequest {
+  id: string;
+  entries: unknown[];
+}
+
+export type OutsideApplied = AppliedCell | RanCell | NotApplied;
+
+/**
+ * A call that waits for the user (``waiting``), runs once approved (``running``), or a cell
+ * change the policy or a grant allows, for the page to apply at once (``apply``, no card).
+ * ``client`` is the name the agent announced until the user approves a call of its MCP session
+ * (``verified``), then the name the user confirmed; ``grantable``: the client holds a session,
+ * to which an "always allow" is bound. For a cell change, ``code`` is the proposed source ("" for
+ * a run: the notebook has the source).
+ */
+export interface OutsideApproval {
+  id: string;
+  kind: 'approval';
+  state: 'waiting' | 'running' | 'apply';
+  client: string;
+  tool: string;
+  title: string;
+  code: string;
+  risk: string;
+  reasons: string[];
+  editable: boolean;
+  verified: boolean;
+  grantable: boolean;
+  cell?: OutsideCellChange;
+}
+
+export type OutsideCellChange = AddCellChange | EditCellChange | RunCellChange;
+
+/**
+ * The body of ``decide``: the user's decision on the item ``id``; ``code`` is the edited code
+ * (``edit``), ``applied`` what the page did with a cell change, ``name`` the name the user gave
+ * an unverified client.
+ */
+export interface OutsideDecision {
+  id: string;
+  decision: 'approve' | 'deny' | 'always' | 'edit';
+  reason?: string;
+  code?: string;
+  applied?: OutsideApplied;
+  name?: string;
+}
+
+/**
+ * The saved record of one call (``server/record.py``), signed with this user's key over its
+ * other fields: who called, the tool and its input, who decided and why, the code that ran, and
+ * a bounded, redacted copy of the result.
+ */
+export interface OutsideEntry {
+  id: string;
+  at: string;
+  client: string;
+  tool: string;
+  input: {
+    [k: string]: unknown;
+  };
+  decision: string;
+  reason: string;
+  ran: string | null;
+  risk: string | null;
+  result: string;
+  result_chars: number;
+  is_error: boolean;
+  ran_redacted?: true;
+  signature: string;
+}
+
+/**
+ * A refused request (400, 401, 403, 404 of an item), as the Jupyter server writes it.
+ */
+export interface OutsideError {
+  message: string;
+  reason?: string | null;
+  traceback?: string;
+}
+
+export type OutsideItem = OutsideApproval | OutsideRecordItem;
+
+/**
+ * The body of ``claim``, ``stop`` and ``saved``: the item's id.
+ */
+export interface OutsideItemRef {
+  id: string;
+}
+
+export type OutsidePageMessage =
+  OutsideItemRef | OutsideDecision | OutsideAgentCellRequest;
+
+/**
+ * The answer of ``pending``: the notebook's whole list once its version passes ``after``.
+ */
+export interface OutsidePending {
+  version: number;
+  items: OutsideItem[];
+}
+
+/**
+ * The answer of ``decide``, ``claim``, ``stop`` and ``saved``: ``ok`` (200), or not (409:
+ * decided, taken by another page, or gone) with the reason.
+ */
+export interface OutsidePostAnswer {
+  ok: boolean;
+  message?: string;
+}
+
+/**
+ * An entry for a page to append to the notebook's ``qloop_outside`` metadata, then
+ * acknowledge (``saved``).
+ */
+export interface OutsideRecordItem {
+  id: string;
+  kind: 'record';
+  key: 'qloop_outside';
+  entry: OutsideEntry;
+}
+
+/**
+ * What each route of ``qloop/outside`` answers when it serves the request.
+ */
+export interface OutsideRoutes {
+  pending: OutsidePending;
+  decide: OutsidePostAnswer;
+  claim: OutsidePostAnswer;
+  stop: OutsidePostAnswer;
+  saved: OutsidePostAnswer;
+  agent_cell: OutsideAgentCell;
+}
+
+export type OutsideServerMessage =
+  OutsidePending | OutsidePostAnswer | OutsideAgentCell | OutsideError;
+
+/**
+ * The page ran the cell ``cell_id``: its source then, its outputs' text, the reply's status.
+ */
+export interface RanCell {
+  cell_id: string;
+  source: string;
+  outputs: string;
+  status: 'ok' | 'error' | 'aborted';
+}
+
+/**
+ * Run the cell ``cell_id`` as it is when approved: the card shows its source.
+ */
+export interface RunCellChange {
+  op: 'run';
+  cell_id: string;
 }
