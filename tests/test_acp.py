@@ -218,6 +218,9 @@ def test_under_ask_a_terminal_command_waits_for_the_card_and_runs_once_approved(
 
     events, page = run(scenario(server, play))
     (card,) = page.cards
+    left = httpx.get(server.url + "qloop/outside/pending", headers=server.headers, timeout=30,
+                     params={"path": page.path, "after": -1})  # fmt: skip
+    assert left.json()["items"] == []  # the card went once approved
     assert card["tool"] == "terminal/create" and card["code"] == "ls"
     assert card["risk"] == "external" and card["title"].startswith("ACP agent Scripted")
     assert "exit 0:" in said(events) and "here.txt" in said(events)

@@ -15,6 +15,7 @@ import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 
 /* eslint-disable jupyter/prefer-lazy-imports -- every opened notebook needs
    these at once, and together they are a few kilobytes. */
+import { chatPlugin } from './acp';
 import { assistPlugin } from './assistview';
 import { connectCommBridge } from './bridge';
 import { copyToCellPlugin } from './copy';
@@ -141,7 +142,8 @@ const plugins: JupyterFrontEndPlugin<void>[] = [
   restorePlugin,
   copyToCellPlugin,
   outsideAgents,
-  usagePlugin
+  usagePlugin,
+  chatPlugin
 ];
 
 export default plugins;

@@ -2,3 +2,4 @@ import './base.css';
 import './assist.css';
 import './plan.css';
 import './usage.css';
+import './acp.css';

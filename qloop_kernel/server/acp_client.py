@@ -111,7 +111,10 @@ class GatedClient:
         async def progress(waited: float, message: str) -> None:
             self.emit({"kind": "waiting", "tool": tool, "waited": round(waited)})
 
-        return step, await self.gate.decide(step, progress)
+        verdict = await self.gate.decide(step, progress)
+        if verdict.approval_id is not None:  # approved on its card: the card goes now
+            self.gate.broker.drop(verdict.approval_id)
+        return step, verdict
 
     def saved(self, step: Step, verdict: Verdict, result: str = "", failed: bool = False) -> None:
         ran = redact_text(verdict.code) if verdict.run else None
