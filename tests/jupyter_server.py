@@ -115,7 +115,7 @@ Answer = Callable[[dict[str, Any]], dict[str, Any] | None]
 @dataclass
 class Page:
     """A notebook page over the REST routes: ``answer`` turns a waiting card into a decision body
-    (None: leave it waiting)."""
+    (None: leave it waiting); ``hooks`` are its HTTP client's event hooks (to see every exchange)."""
 
     server: JupyterServer
     path: str
@@ -124,10 +124,13 @@ class Page:
     running: list[dict[str, Any]] = field(default_factory=list)
     saved: list[dict[str, Any]] = field(default_factory=list)
     applied: list[dict[str, Any]] = field(default_factory=list)
+    hooks: dict[str, list[Any]] = field(default_factory=dict)
 
     async def run(self) -> None:
         after = 0
-        async with httpx.AsyncClient(headers=self.server.headers, timeout=60) as http:
+        async with httpx.AsyncClient(
+            headers=self.server.headers, timeout=60, event_hooks=self.hooks
+        ) as http:
             while True:
                 found = await http.get(
                     self.server.url + "qloop/outside/pending",
