@@ -29,6 +29,17 @@ MODES = [
 ]
 
 
+def model_option(current: str) -> schema.SessionConfigOptionSelect:
+    values = [
+        schema.SessionConfigSelectOption(value="small", name="Small model"),
+        schema.SessionConfigSelectOption(value="large", name="Large model"),
+    ]
+    return schema.SessionConfigOptionSelect(
+        id="model", name="Model", category="model", type="select", current_value=current,
+        options=values,
+    )  # fmt: skip
+
+
 class ScriptedAgent:
     """The agent side; ``conn`` is the client it talks to."""
 
@@ -37,6 +48,7 @@ class ScriptedAgent:
         self.mcp: list[Any] = []
         self.cancelled = asyncio.Event()
         self.mode = "default"
+        self.model = "small"
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
@@ -53,11 +65,21 @@ class ScriptedAgent:
     ) -> schema.NewSessionResponse:
         self.mcp = list(mcp_servers or [])
         modes = schema.SessionModeState(current_mode_id=self.mode, available_modes=MODES)
-        return schema.NewSessionResponse(session_id=f"scripted-{os.getpid()}", modes=modes)
+        return schema.NewSessionResponse(
+            session_id=f"scripted-{os.getpid()}", modes=modes,
+            config_options=[model_option(self.model)],
+        )  # fmt: skip
 
     async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> None:
         self.mode = mode_id
         await self.say(session_id, f"mode is now {mode_id}")
+
+    async def set_config_option(
+        self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
+    ) -> schema.SetSessionConfigOptionResponse:
+        self.model = str(value)
+        await self.say(session_id, f"{config_id} is now {value}")
+        return schema.SetSessionConfigOptionResponse(config_options=[model_option(self.model)])
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         self.cancelled.set()

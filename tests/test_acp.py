@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from qloop_kernel.headless import cli
 from qloop_kernel.server import record
 from qloop_kernel.server.acp_agents import AgentSpec, ConfigError, QloopACP, available, declared
 from qloop_kernel.server.acp_chat import bypasses
@@ -174,8 +175,33 @@ def test_a_chat_streams_the_plan_and_the_answer_and_hides_a_bypass_mode(
     assert events[-1] == {"n": events[-1]["n"], "kind": "turn_end", "stop_reason": "end_turn"}
 
 
-def test_a_file_write_is_asked_on_the_card_and_a_write_outside_the_root_is_refused(
+def test_the_pickers_set_the_agents_mode_and_model_and_a_bypass_mode_is_refused(
     server: JupyterServer,
+) -> None:
+    async def play(chat: ChatDriver) -> list[Any]:
+        refused = await chat.post("mode", mode="bypassPermissions")
+        assert refused.status_code == 409 and "not a mode offered here" in refused.text
+        wrong = await chat.post("option", id="model", value="huge")
+        assert wrong.status_code == 409 and "'huge' is not a value" in wrong.text
+        for action, body in (
+            ("mode", {"mode": "default"}),
+            ("option", {"id": "model", "value": "large"}),
+        ):
+            reply = await chat.post(action, **body)
+            assert reply.status_code == 200, reply.text
+        return await chat.until(
+            lambda e: e["kind"] == "state" and e["options"][0]["current"] == "large"
+        )
+
+    events = run(scenario(server, play))
+    assert "mode is now default" in said(events) and "model is now large" in said(events)
+    (model,) = events[-1]["options"]
+    assert model["values"] == [{"value": "small", "name": "Small model"},
+                               {"value": "large", "name": "Large model"}]  # fmt: skip
+
+
+def test_a_file_write_is_asked_on_the_card_and_a_write_outside_the_root_is_refused(
+    server: JupyterServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     target = server.root / "notes.txt"
     outside = server.root.parent / "escape.txt"
@@ -201,8 +227,21 @@ def test_a_file_write_is_asked_on_the_card_and_a_write_outside_the_root_is_refus
     tools = [(e["tool"], e["decision"]) for e in entries]
     assert ("fs/write_text_file", "approved by the user") in tools
     assert ("fs/write_text_file", "refused: outside the server root") in tools
-    assert SECRET not in (server.root / ".qloop" / "acp" / f"{chat_id}.jsonl").read_text()
+    log = server.root / ".qloop" / "acp" / f"{chat_id}.jsonl"
+    assert SECRET not in log.read_text()
     assert all(record.verified(e) for e in entries)
+    return_code = cli.main(["show", str(log)])
+    shown = capsys.readouterr().out
+    assert return_code == 0 and shown.startswith("hosted agent's chat (ACP): 4 decisions")
+    assert (
+        "ACP agent Scripted  fs/write_text_file  class external · approved by the user · yours"
+        in shown
+    )
+    assert "refused: outside the server root" in shown and SECRET not in shown
+    with log.open("a") as out:
+        out.write("not an entry\n")
+    cli.main(["show", str(log)])
+    assert "an unreadable entry" in capsys.readouterr().out
 
 
 def test_under_ask_a_terminal_command_waits_for_the_card_and_runs_once_approved(
@@ -303,6 +342,20 @@ def test_an_agent_that_dies_mid_turn_is_reported_and_the_chat_goes_on(
     assert "Send a message to start it again" in stopped
     assert any(e["kind"] == "ready" for e in again)
     assert said(again) == "You said: **still there?**"
+
+
+def test_under_auto_a_bypass_mode_is_offered_and_a_file_write_runs_unasked(tmp_path: Path) -> None:
+    with _server(tmp_path / "root", "auto") as free:
+
+        async def play(chat: ChatDriver) -> list[Any]:
+            return await chat.turn(f"write {free.root / 'free.txt'} done")
+
+        events = run(scenario(free, play))
+        assert (free.root / "free.txt").read_text() == "done"
+    ready = next(e for e in events if e["kind"] == "ready")
+    assert [m["id"] for m in ready["modes"]] == ["default", "bypassPermissions"]
+    decisions = [e["decision"] for e in events if e["kind"] == "decision"]
+    assert decisions == ["run without asking by the policy 'auto'"] * 2
 
 
 def test_under_readonly_a_terminal_command_is_refused_without_a_card(tmp_path: Path) -> None:

@@ -152,8 +152,13 @@ def _check_kernel(name: str) -> None:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from .show import show
+    from .show import show, show_log
 
+    if str(args.notebook).endswith(".jsonl"):  # a hosted agent's chat session log
+        log = Path(args.notebook)
+        if not log.is_file():
+            raise CliError(f"{log}: no such session log (they are under .qloop/acp/)")
+        return show_log(log, full=args.full, as_json=args.json)
     return show(read_notebook(args.notebook), full=args.full, as_json=args.json)
 
 
@@ -253,7 +258,7 @@ def parser() -> argparse.ArgumentParser:
         "show", help="read the agent cells of a notebook: prompt, provenance, steps and their code",
         epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
-    show.add_argument("notebook")
+    show.add_argument("notebook", help="a notebook, or a chat session log (.qloop/acp/*.jsonl)")
     show.add_argument("--full", action="store_true", help="every line of every step's code")
     show.add_argument("--json", action="store_true", help="one JSON document, for scripts")
     show.set_defaults(func=_show)

@@ -9,12 +9,14 @@ step with its risk class (classified now, the way a replay classifies it), its d
 ``qloop_outside`` metadata: who, which tool, the decision, the code, and whether your key signed the
 entry. The text shows every character a person cannot see as its mark, as the card does
 (``visible.as_shown``). ``--json`` gives the same as one document, its texts as saved. The exit
-code is 1 when any record is invalid.
+code is 1 when any record is invalid. ``qloop show`` of a hosted agent's chat session log
+(``.qloop/acp/<chat>.jsonl``, see docs/acp.md) lists its decisions and actions the same way.
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from ..notebook.options import agent_prompt
@@ -70,6 +72,26 @@ def show(nb: Any, *, full: bool = False, as_json: bool = False) -> int:
     for line in outside_lines(outside, full):
         print(line)
     return EXIT_FAILED if invalid else EXIT_OK
+
+
+def show_log(path: Path, *, full: bool = False, as_json: bool = False) -> int:
+    """Print a hosted agent's chat session log: each decision and action, as a notebook's
+    outside calls are shown; a line that is not an entry is listed as unreadable."""
+    saved: list[Any] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            saved.append(json.loads(line))
+        except ValueError:
+            saved.append(None)
+    entries = outside_entries({OUTSIDE_KEY: {"entries": saved}})
+    if as_json:
+        print(json.dumps({"log": str(path), "entries": entries}, indent=2, ensure_ascii=False))
+        return EXIT_OK
+    lines = outside_lines(entries, full)
+    head = f"hosted agent's chat (ACP): {len(entries)} decisions and actions in {path}"
+    for line in [head, *lines[1:]] if lines else [f"{path}: no entries"]:
+        print(line)
+    return EXIT_OK
 
 
 def outside_entries(metadata: Any) -> list[dict[str, Any]]:

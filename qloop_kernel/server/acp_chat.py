@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import copy
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -95,7 +96,8 @@ class Chat:
     # --- events -------------------------------------------------------------------------------
 
     def emit(self, event: dict[str, Any]) -> None:
-        self.events.append({"n": len(self.events) + 1, **event})
+        # A snapshot: the chat's state changes later, an event says what held when it happened.
+        self.events.append(copy.deepcopy({"n": len(self.events) + 1, **event}))
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
 
