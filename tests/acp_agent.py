@@ -8,6 +8,7 @@ message text, so a test reads the whole outcome from the chat:
 - ``run COMMAND...``: runs a terminal command (``terminal/create``, waits, reads its output)
 - ``edit NOTEBOOK CELL_ID SOURCE``: proposes a cell edit through the MCP server handed at
   ``session/new`` (qloop's ``edit_cell``) and says what came back
+- ``pid``: says its process id
 - ``slow``: streams a chunk, then waits until cancelled
 - ``die``: streams a chunk and exits mid-turn
 - anything else: a plan of two steps, then the text echoed back
@@ -150,6 +151,10 @@ class ScriptedAgent:
             self.mcp[0], "edit_cell", path=notebook, cell_id=cell_id, source=source
         )
         await self.say(session_id, f"edit_cell answered: {answer}")
+        return "end_turn"
+
+    async def do_pid(self, session_id: str, rest: str) -> str:
+        await self.say(session_id, f"pid {os.getpid()}")
         return "end_turn"
 
     async def do_slow(self, session_id: str, rest: str) -> str:

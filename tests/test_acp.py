@@ -28,14 +28,14 @@ AGENT = Path(__file__).resolve().parent / "acp_agent.py"
 SECRET = "sk-ant-api03-acp0agent0secret0value0123456789abcdef0123"
 
 
-def _server(root: Path, policy: str) -> Any:
+def _server(root: Path, policy: str, env: dict[str, str] | None = None) -> Any:
     config = root.parent / "acp_config.py"
     agents = [{"name": "Scripted", "command": sys.executable, "args": [str(AGENT)],
                "env": {"PYTHONPATH": str(AGENT.parent.parent)}}]  # fmt: skip
     config.write_text(f"c.QloopACP.agents = {agents!r}\nc.QloopACP.discover = False\n")
     return jupyter_server(
         root, f"--config={config}", f"--QloopMCP.policy={policy}",
-        env={"ANTHROPIC_API_KEY": SECRET},
+        env={"ANTHROPIC_API_KEY": SECRET, **(env or {})},
     )  # fmt: skip
 
 
@@ -344,18 +344,26 @@ def test_an_agent_that_dies_mid_turn_is_reported_and_the_chat_goes_on(
     assert said(again) == "You said: **still there?**"
 
 
-def test_under_auto_a_bypass_mode_is_offered_and_a_file_write_runs_unasked(tmp_path: Path) -> None:
-    with _server(tmp_path / "root", "auto") as free:
+def test_under_auto_a_bypass_mode_is_offered_unless_the_admin_blocks_auto(tmp_path: Path) -> None:
+    admin = tmp_path / "qloop_admin.json"
+    admin.write_text("{}")
+    with _server(tmp_path / "root", "auto", {"QLOOP_ADMIN_CONFIG": str(admin)}) as free:
 
         async def play(chat: ChatDriver) -> list[Any]:
             return await chat.turn(f"write {free.root / 'free.txt'} done")
 
         events = run(scenario(free, play))
         assert (free.root / "free.txt").read_text() == "done"
+        admin.write_text('{"blocked_policies": ["auto"]}')
+        blocked = run(scenario(free, lambda chat: chat.until(lambda e: e["kind"] == "ready")))
+        admin.write_text('{"outside_agents": false}')
+        shut = httpx.get(free.url + "qloop/acp/agents", headers=free.headers, timeout=30)
     ready = next(e for e in events if e["kind"] == "ready")
     assert [m["id"] for m in ready["modes"]] == ["default", "bypassPermissions"]
     decisions = [e["decision"] for e in events if e["kind"] == "decision"]
     assert decisions == ["run without asking by the policy 'auto'"] * 2
+    assert [m["id"] for m in blocked[-1]["modes"]] == ["default"]
+    assert shut.status_code == 403 and "outside agents may not connect" in shut.text
 
 
 def test_under_readonly_a_terminal_command_is_refused_without_a_card(tmp_path: Path) -> None:
@@ -368,5 +376,17 @@ def test_under_readonly_a_terminal_command_is_refused_without_a_card(tmp_path: P
             return events, page
 
         events, page = run(scenario(strict, play))
+        pid = int(said(run(scenario(strict, lambda chat: chat.turn("pid")))).split()[1])
+        assert _alive(pid)
+    assert not _alive(pid)  # the agent stopped with the server
     assert page.cards == []
     assert "refused" in said(events) and "readonly" in said(events)
+
+
+def _alive(pid: int) -> bool:
+    """Whether the process runs (a zombie that nobody reaped has stopped)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
