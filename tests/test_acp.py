@@ -290,7 +290,7 @@ def test_with_no_panel_open_nothing_that_needs_a_click_runs(server: JupyterServe
     assert "no page shows" in said(events) and not marker.exists()
 
 
-def test_a_cell_edit_goes_through_qlooops_mcp_server_and_a_rejection_reason_reaches_the_agent(
+def test_a_cell_edit_goes_through_qloops_mcp_server_and_a_rejection_reason_reaches_the_agent(
     server: JupyterServer,
 ) -> None:
     path = server.open_notebook("agent.ipynb", ("x = 1",))
@@ -306,6 +306,7 @@ def test_a_cell_edit_goes_through_qlooops_mcp_server_and_a_rejection_reason_reac
     events, page = run(scenario(server, play))
     (card,) = page.cards
     assert card["tool"] == "edit_cell" and card["cell"] == {"op": "edit", "cell_id": "c0"}
+    assert card["client"] == "ACP agent Scripted" and not card["verified"]
     assert card["code"] == "x = 2"
     assert "edit_cell answered: error: denied by the user: keep x as it is" in said(events)
     (saved,) = page.saved

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from traitlets import Bool, Dict, List
 from traitlets.config import Configurable
 
+CLIENT_HEADER = "X-Qloop-Client"  # the name a hosted agent's MCP calls are shown under
+
 # (name, command, arguments): the ACP entry points these agents document.
 KNOWN_AGENTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("Claude Code", "claude-code-acp", ()),

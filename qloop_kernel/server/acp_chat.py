@@ -29,7 +29,7 @@ from acp import schema as acp_schema
 from ..names import Policy
 from ..policy.admin import AdminError, admin_floor
 from ..redact import redact_text
-from .acp_agents import AgentSpec
+from .acp_agents import CLIENT_HEADER, AgentSpec
 from .acp_client import GatedClient
 from .acp_log import SessionLog
 from .gate import Gate
@@ -168,11 +168,10 @@ class Chat:
     def _mcp_servers(self) -> list[acp_schema.HttpMcpServer]:
         if self.endpoint.url is None:
             return []
-        headers = []
+        headers = [acp_schema.HttpHeader(name=CLIENT_HEADER, value=self.client.source)]
         if self.endpoint.token:
-            headers = [
-                acp_schema.HttpHeader(name="Authorization", value=f"token {self.endpoint.token}")
-            ]
+            token = f"token {self.endpoint.token}"
+            headers.append(acp_schema.HttpHeader(name="Authorization", value=token))
         return [acp_schema.HttpMcpServer(type="http", name="qloop", url=self.endpoint.url,
                                          headers=headers)]  # fmt: skip
 

@@ -22,6 +22,7 @@ from ..policy.risk import Assessment, Reason, classify
 from ..redact import redact_text, redacted_truncate
 from ..telemetry import OutsideCall, trace_outside
 from . import record
+from .acp_agents import CLIENT_HEADER
 from .broker import OutsideBroker, notebook_key
 from .config import QloopMCP
 from .gate import Gate, Step, Verdict
@@ -41,7 +42,12 @@ READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 
 def client_name(ctx: Context[Any, Any]) -> str:
-    """The name the outside client announced itself with (shown on the card, unverified)."""
+    """The name the outside client announced itself with (shown on the card, unverified): the
+    ``X-Qloop-Client`` header qloop hands a hosted agent ("ACP agent <name>"), else its MCP name."""
+    headers = getattr(ctx.request_context.request, "headers", None)
+    given = str((headers.get(CLIENT_HEADER) if headers is not None else None) or "").strip()
+    if given:
+        return given[:80]
     params = ctx.session.client_params
     info = getattr(params, "client_info", None)
     name = str(getattr(info, "name", "") or "").strip()
