@@ -35,6 +35,7 @@ from ..records.history import AnnotatedStore
 from ..redact import redact_text, redacted_output
 from ..settings import Settings
 from ..tools.runtime import ToolRuntime
+from .ahead import run_ahead
 from .approval import CardApprover, show_unasked
 from .cell import AgentError, CellContext, current_cell, store_for
 from .cell_runs import CELL_OPS, CellPort, CellRuns, PagePort, RunnerPort
@@ -340,6 +341,7 @@ class KernelAgent:
             runtime.approver = proposals.approver(runtime.approver)
             proposals.upcoming = lambda: runtime.upcoming
             proposals.would_ask = runtime.would_ask
+            proposals.ahead = run_ahead(self, runtime, settings, cell)  # their data effect
         cards = {t.name for t in tools if t.requires_approval} if cell.interactive else set()
         cancel = CancelToken()
         watch = TurnWatch(settings.timeout, cancel)  # ends a running step on Stop or --timeout

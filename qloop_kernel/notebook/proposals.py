@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from ..messages import ToolCall
     from ..policy.permissions import Approver, Decision, Request
     from ..records import CellRecord
+    from .ahead import Effect
     from .cell_runs import CellRuns
     from .notebook_grants import NotebookGrantStore
     from .undo import StepChanges, UndoLog
@@ -70,6 +71,9 @@ class CellProposals:
     # shown with the current one, so they can be decided together (Accept all).
     upcoming: Callable[[], list[ToolCall]] = lambda: []
     would_ask: Callable[[ToolCall], ApprovalRequest | None] = lambda call: None
+    # The data effect of a proposed code cell (its source; for an edit, the cell it changes),
+    # run ahead and taken back (ahead.py); None: not run ahead (``qloop run``).
+    ahead: Callable[[str, str | None], Effect | None] | None = None
     _answer: dict[str, Any] | None = None  # the page's answer to the proposal being run
     _sent: dict[str, str] = field(default_factory=dict)  # call id -> request shown ahead
 
@@ -177,6 +181,10 @@ class CellProposals:
             "accepted": accepted,
             "run": bool(input.get("run")),  # accepting also runs it
         }
+        if not accepted and self.ahead is not None and input.get("cell_type", "code") == "code":
+            effect = self.ahead(source, str(input.get("cell_id")) if tool == "edit_cell" else None)
+            if effect is not None:  # what it would change, or why it was not run ahead
+                proposal["effect"] = effect.message()
         if tool == "add_cell":
             proposal.update(cell_type=input.get("cell_type", "code"), after=self._after(input))
             if after_proposal is not None:  # after the new cell of that proposal, while it waits

@@ -15,13 +15,14 @@ restore. One step can be undone: the last one that changed something.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import gc
 import re
 import sys
 import types
 from collections import OrderedDict, deque
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -694,6 +695,17 @@ class UndoLog:
     def discard(self) -> None:
         """Drop a snapshot prepared for a step that did not run (denied, or the turn ended)."""
         self.pending = None
+
+    @contextlib.contextmanager
+    def aside(self) -> Iterator[None]:
+        """Around a run that is taken back at once (a proposal's code run ahead, ``ahead.py``):
+        it is no step, so no listener hears of it and the log is as before it when it ends."""
+        saved = (self.pending, self.last, self.latest, self.on_step, self.on_undone)
+        self.pending, self.on_step, self.on_undone = None, [], []
+        try:
+            yield
+        finally:
+            self.pending, self.last, self.latest, self.on_step, self.on_undone = saved
 
     def finish(self, snapshot: Snapshot, private: Collection[str] = ()) -> StepChanges:
         """What the step changed; it becomes the step Undo applies to, if it changed anything."""

@@ -156,6 +156,16 @@ class ReadNotebookRequest(TypedDict):
     outputs: bool
 
 
+@_closed
+class ProposalEffect(TypedDict):
+    """What a proposed code cell would change, from a run ahead that was taken back: one line per
+    variable (``changes``), or why it was not run ahead, or not to its end (``note``, then shown
+    instead)."""
+
+    changes: list[str]
+    note: str
+
+
 class _Proposal(TypedDict):
     id: str  # the tool call's id
     source: str
@@ -164,6 +174,7 @@ class _Proposal(TypedDict):
     provenance: Provenance
     accepted: bool  # accepted already (approval policy, grant): applied without asking
     run: bool  # accepting an added code cell also runs it
+    effect: NotRequired[ProposalEffect]  # a code cell waiting for the user's decision
 
 
 @_closed

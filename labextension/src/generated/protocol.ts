@@ -112,6 +112,7 @@ export interface AddProposal {
   provenance: Provenance;
   accepted: boolean;
   run: boolean;
+  effect?: ProposalEffect;
   kind: 'add';
   cell_type: 'code' | 'markdown';
   after: string;
@@ -128,6 +129,15 @@ export interface Provenance {
   signature: string;
 }
 /**
+ * What a proposed code cell would change, from a run ahead that was taken back: one line per
+ * variable (``changes``), or why it was not run ahead, or not to its end (``note``, then shown
+ * instead).
+ */
+export interface ProposalEffect {
+  changes: string[];
+  note: string;
+}
+/**
  * A new source for the cell ``target``.
  */
 export interface EditProposal {
@@ -138,6 +148,7 @@ export interface EditProposal {
   provenance: Provenance;
   accepted: boolean;
   run: boolean;
+  effect?: ProposalEffect;
   kind: 'edit';
   target: string;
 }
