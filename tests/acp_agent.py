@@ -8,7 +8,8 @@ message text, so a test reads the whole outcome from the chat:
 - ``run COMMAND...``: runs a terminal command (``terminal/create``, waits, reads its output)
 - ``edit NOTEBOOK CELL_ID SOURCE``: proposes a cell edit through the MCP server handed at
   ``session/new`` (qloop's ``edit_cell``) and says what came back
-- ``pid``: says its process id
+- ``pid``: says its process id; ``session``: the session it serves, and whether it loaded it
+  (``session/load`` is offered when the environment sets ``SCRIPTED_AGENT_LOADS``)
 - ``slow``: streams a chunk, then waits until cancelled
 - ``die``: streams a chunk and exits mid-turn
 - anything else: a plan of two steps, then the text echoed back
@@ -50,6 +51,8 @@ class ScriptedAgent:
         self.cancelled = asyncio.Event()
         self.mode = "default"
         self.model = "small"
+        self.session = ""
+        self.loaded = False
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
@@ -57,7 +60,9 @@ class ScriptedAgent:
     async def initialize(self, protocol_version: int, **kwargs: Any) -> schema.InitializeResponse:
         return schema.InitializeResponse(
             protocol_version=protocol_version,
-            agent_capabilities=schema.AgentCapabilities(load_session=False),
+            agent_capabilities=schema.AgentCapabilities(
+                load_session=bool(os.environ.get("SCRIPTED_AGENT_LOADS"))
+            ),
             agent_info=schema.Implementation(name="scripted-agent", version="1.0"),
         )
 
@@ -65,11 +70,19 @@ class ScriptedAgent:
         self, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any
     ) -> schema.NewSessionResponse:
         self.mcp = list(mcp_servers or [])
+        self.session = f"scripted-{os.getpid()}"
         modes = schema.SessionModeState(current_mode_id=self.mode, available_modes=MODES)
         return schema.NewSessionResponse(
-            session_id=f"scripted-{os.getpid()}", modes=modes,
+            session_id=self.session, modes=modes,
             config_options=[model_option(self.model)],
         )  # fmt: skip
+
+    async def load_session(
+        self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **kwargs: Any
+    ) -> schema.LoadSessionResponse:
+        self.mcp, self.session, self.loaded = list(mcp_servers or []), session_id, True
+        modes = schema.SessionModeState(current_mode_id=self.mode, available_modes=MODES)
+        return schema.LoadSessionResponse(modes=modes)
 
     async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> None:
         self.mode = mode_id
@@ -155,6 +168,10 @@ class ScriptedAgent:
 
     async def do_pid(self, session_id: str, rest: str) -> str:
         await self.say(session_id, f"pid {os.getpid()}")
+        return "end_turn"
+
+    async def do_session(self, session_id: str, rest: str) -> str:
+        await self.say(session_id, f"session {self.session} loaded {self.loaded}")
         return "end_turn"
 
     async def do_slow(self, session_id: str, rest: str) -> str:

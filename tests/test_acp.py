@@ -30,8 +30,9 @@ SECRET = "sk-ant-api03-acp0agent0secret0value0123456789abcdef0123"
 
 def _server(root: Path, policy: str, env: dict[str, str] | None = None) -> Any:
     config = root.parent / "acp_config.py"
-    agents = [{"name": "Scripted", "command": sys.executable, "args": [str(AGENT)],
-               "env": {"PYTHONPATH": str(AGENT.parent.parent)}}]  # fmt: skip
+    scripted = {"name": "Scripted", "command": sys.executable, "args": [str(AGENT)]}
+    loads = {**scripted, "name": "Scripted (resumes)", "env": {"SCRIPTED_AGENT_LOADS": "1"}}
+    agents = [scripted, loads]
     config.write_text(f"c.QloopACP.agents = {agents!r}\nc.QloopACP.discover = False\n")
     return jupyter_server(
         root, f"--config={config}", f"--QloopMCP.policy={policy}",
@@ -101,10 +102,12 @@ def said(events: list[dict[str, Any]]) -> str:
     )
 
 
-async def scenario(server: JupyterServer, play: Callable[[ChatDriver], Any]) -> Any:
+async def scenario(
+    server: JupyterServer, play: Callable[[ChatDriver], Any], agent: str = "Scripted"
+) -> Any:
     async with httpx.AsyncClient(headers=server.headers, timeout=120) as http:
         chat = ChatDriver(server, http)
-        await chat.open()
+        await chat.open(agent)
         return await play(chat)
 
 
@@ -153,7 +156,10 @@ def test_the_routes_need_the_servers_authentication(server: JupyterServer) -> No
     reply = httpx.get(server.url + "qloop/acp/agents", timeout=30)
     assert reply.status_code == 403
     listed = httpx.get(server.url + "qloop/acp/agents", headers=server.headers, timeout=30)
-    assert listed.json()["agents"] == [{"name": "Scripted", "command": sys.executable}]
+    assert listed.json()["agents"] == [
+        {"name": "Scripted", "command": sys.executable},
+        {"name": "Scripted (resumes)", "command": sys.executable},
+    ]
 
 
 # --- a chat -------------------------------------------------------------------------------------
@@ -343,6 +349,22 @@ def test_an_agent_that_dies_mid_turn_is_reported_and_the_chat_goes_on(
     assert "Send a message to start it again" in stopped
     assert any(e["kind"] == "ready" for e in again)
     assert said(again) == "You said: **still there?**"
+
+
+def test_an_agent_that_supports_it_resumes_its_session_after_a_restart(
+    server: JupyterServer,
+) -> None:
+    async def play(chat: ChatDriver) -> tuple[str, str]:
+        before = said(await chat.turn("session"))
+        await chat.turn("die")
+        if all(e["kind"] != "error" for e in chat.seen):
+            await chat.until(lambda e: e["kind"] == "error")
+        return before, said(await chat.turn("session"))
+
+    before, after = run(scenario(server, play, agent="Scripted (resumes)"))
+    first = before.split()[1]
+    assert before == f"session {first} loaded False"
+    assert after == f"session {first} loaded True"  # a new process, the same session
 
 
 def test_under_auto_a_bypass_mode_is_offered_unless_the_admin_blocks_auto(tmp_path: Path) -> None:
