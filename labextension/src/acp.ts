@@ -137,6 +137,12 @@ export class ChatPanel extends Panel {
         return option;
       })
     );
+    const open = found.value.chats;
+    if (this._chat === null && open.length > 0) {
+      // A reloaded page: the last chat goes on, its conversation read again.
+      this._agent.value = open[open.length - 1].agent;
+      this._attach(open[open.length - 1]);
+    }
     if (found.value.agents.length === 0) {
       this._say(
         this._trans.__(
@@ -156,15 +162,20 @@ export class ChatPanel extends Panel {
       this._say(opened.message);
       return;
     }
+    this._attach(opened.value);
+  }
+
+  /** Show the chat `state` describes: its events from the first, its cards. */
+  private _attach(state: IChatState): void {
     this._events?.abort();
     this._log.replaceChildren();
     this._message = null;
     this._tools.clear();
-    this._showState(opened.value);
+    this._showState(state);
     this._say('');
-    this._setState('idle');
-    this._poll.restart(opened.value.cards);
-    void this._follow(opened.value.id);
+    this._setState(state.busy ? 'busy' : 'idle');
+    this._poll.restart(state.cards);
+    void this._follow(state.id);
   }
 
   /** Send the prompt typed. */

@@ -56,7 +56,8 @@ async function message(response: Response): Promise<string> {
 export class ChatRequests {
   constructor(readonly settings: ServerConnection.ISettings) {}
 
-  agents(): Promise<Answer<{ agents: IAgent[] }>> {
+  /** The agents offered, and the chats open on the server (a reloaded page finds them). */
+  agents(): Promise<Answer<{ agents: IAgent[]; chats: IChatState[] }>> {
     return this._call('GET', 'agents');
   }
 

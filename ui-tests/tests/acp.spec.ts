@@ -5,7 +5,8 @@
  * answer is rendered Markdown with its plan, a file write asked on two cards
  * (the agent's own permission request, then qloop's for the write) and
  * approved, and Stop; in Notebook 7 the panel beside the notebook, a chat and
- * a card denied with a reason that reaches the agent.
+ * a card denied with a reason that reaches the agent. A reloaded page goes on
+ * with the chat open on the server.
  */
 import * as path from 'path';
 
@@ -90,6 +91,31 @@ labTest.describe('the agent chat in JupyterLab', () => {
       await expect(panel).toHaveAttribute('data-qloop-acp-state', 'idle');
     });
   }
+});
+
+labTest('a reloaded page goes on with the open chat', async ({ page }) => {
+  let panel = await openChat(page);
+  await send(panel, 'before the reload');
+  await expect(panel.locator('.qloop-acp-agent strong')).toHaveText(
+    'before the reload'
+  );
+  await page.reload();
+  await page.keyboard.press('Control+Shift+C');
+  await page
+    .locator('.lm-CommandPalette-input:visible')
+    .fill('Open agent chat');
+  await page
+    .locator('.lm-CommandPalette-item:visible', { hasText: 'Open agent chat' })
+    .click();
+  panel = page.locator('.qloop-acp');
+  await expect(panel.locator('.qloop-acp-user')).toHaveText([
+    'before the reload'
+  ]);
+  await send(panel, 'after it');
+  await expect(panel.locator('.qloop-acp-agent strong')).toHaveText([
+    'before the reload',
+    'after it'
+  ]);
 });
 
 nb7Test.describe('the agent chat in Notebook 7', () => {
