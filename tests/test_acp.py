@@ -224,6 +224,10 @@ def test_a_file_write_is_asked_on_the_card_and_a_write_outside_the_root_is_refus
     assert permission["client"] == "ACP agent Scripted" and permission["tool"] == "acp:edit"
     assert permission["risk"] == "write"
     assert write["tool"] == "fs/write_text_file" and write["risk"] == "external"
+    assert write["title"] == f"ACP agent Scripted wants to write the file {target} — approve?"
+    assert permission["title"] == "ACP agent Scripted wants to use its tool: Write " + (
+        f"{target} — approve?"
+    )
     assert "permission: yes" in said(wrote) and f"wrote {target}" in said(wrote)
     assert target.read_text() == f"hello {SECRET}"
     assert "refused" in said(escaped) and "outside the Jupyter server's root" in said(escaped)
@@ -267,7 +271,8 @@ def test_under_ask_a_terminal_command_waits_for_the_card_and_runs_once_approved(
                      params={"path": page.path, "after": -1})  # fmt: skip
     assert left.json()["items"] == []  # the card went once approved
     assert card["tool"] == "terminal/create" and card["code"] == "ls"
-    assert card["risk"] == "external" and card["title"].startswith("ACP agent Scripted")
+    assert card["risk"] == "external"
+    assert card["title"] == f"ACP agent Scripted wants to run a command in {server.root} — approve?"
     assert "exit 0:" in said(events) and "here.txt" in said(events)
 
 

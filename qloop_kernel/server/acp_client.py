@@ -105,8 +105,10 @@ class GatedClient:
 
     # --- the decision, and its record ---------------------------------------------------------
 
-    async def decide(self, tool: str, code: str, assessment: Assessment) -> tuple[Step, Verdict]:
-        step = Step(self.source, self.key, tool, code, assessment, session=self.chat_id)
+    async def decide(
+        self, tool: str, code: str, assessment: Assessment, asks: str
+    ) -> tuple[Step, Verdict]:
+        step = Step(self.source, self.key, tool, code, assessment, session=self.chat_id, asks=asks)
 
         async def progress(waited: float, message: str) -> None:
             self.emit({"kind": "waiting", "tool": tool, "waited": round(waited)})
@@ -153,7 +155,9 @@ class GatedClient:
         raw = tool_call.raw_input
         code = title if raw is None else f"{title}\n{json.dumps(raw, default=str, indent=1)}"
         assessment = _permission_assessment(tool_call)
-        step, verdict = await self.decide(f"acp:{tool_call.kind or 'other'}", code, assessment)
+        step, verdict = await self.decide(
+            f"acp:{tool_call.kind or 'other'}", code, assessment, f"use its tool: {title}"
+        )
         self.saved(step, verdict)
         wanted = ("allow_once", "allow_always") if verdict.run else ("reject_once", "reject_always")
         for kind in wanted:
@@ -175,7 +179,9 @@ class GatedClient:
     ) -> acp_schema.ReadTextFileResponse:  # fmt: skip
         found = self.place("fs/read_text_file", path, "read")
         assessment = Assessment("read", (Reason(1, "read", f"reads {found}"),), frozenset())
-        step, verdict = await self.decide("fs/read_text_file", str(found), assessment)
+        step, verdict = await self.decide(
+            "fs/read_text_file", str(found), assessment, f"read the file {found}"
+        )
         if not verdict.run:
             self.saved(step, verdict)
             raise refused(verdict.message)
@@ -199,7 +205,9 @@ class GatedClient:
             raise self.refuse("fs/write_text_file", path, "external", why)
         what = f"writes {len(content):,} characters to {found}"
         assessment = Assessment("external", (Reason(1, "external", what),), frozenset())
-        step, verdict = await self.decide("fs/write_text_file", f"# {found}\n{content}", assessment)
+        step, verdict = await self.decide(
+            "fs/write_text_file", f"# {found}\n{content}", assessment, f"write the file {found}"
+        )
         if not verdict.run:
             self.saved(step, verdict)
             raise refused(verdict.message)
@@ -222,9 +230,9 @@ class GatedClient:
     ) -> acp_schema.CreateTerminalResponse:  # fmt: skip
         where = self.place("terminal/create", cwd, "external") if cwd else self.root
         line = shlex.join([command, *(args or [])])
-        step, verdict = await self.decide(
-            "terminal/create", line, shell_assessment(command, list(args or []))
-        )
+        assessment = shell_assessment(command, list(args or []))
+        asks = f"run a command in {where}"
+        step, verdict = await self.decide("terminal/create", line, assessment, asks)
         if not verdict.run:
             self.saved(step, verdict)
             raise refused(verdict.message)

@@ -57,6 +57,7 @@ class Step:
     stop: Callable[[], Any] | None = None  # interrupts the kernel (a cell the page runs)
     session: str | None = None  # the MCP session the server issued (None: a sessionless request)
     started: float = field(default_factory=time.time)  # when the call arrived (its trace's start)
+    asks: str = ""  # what the card says is asked, where it is not code in this notebook
 
     @property
     def reasons(self) -> list[str]:
@@ -251,6 +252,8 @@ def _title(step: Step) -> str:
         return f"{step.client} proposes an edit of a cell — accept?"
     if cell.get("op") == "run":
         return f"{step.client} wants to run a cell of this notebook — approve?"
+    if step.asks:
+        return f"{step.client} wants to {step.asks} — approve?"
     return f"{step.client} wants to run code in this notebook — approve?"
 
 
