@@ -261,11 +261,6 @@ class ConversationManager:
         self._save(record, store)
         return result, record
 
-    def keep(self, record: CellRecord, store: RecordStore | None) -> None:
-        """Show a saved record again, unchanged (a replay): the store writes it as it was."""
-        if store is not None:
-            store.keep(record)
-
     def adopt(self, record: CellRecord) -> bool:
         """Take a replayed record's messages into the shared conversation (no model call made).
 

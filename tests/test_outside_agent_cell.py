@@ -93,11 +93,11 @@ def test_code_with_a_secret_cut_out_stops_the_replay_instead_of_running_other_co
 def test_a_replay_says_where_each_cell_the_outside_agent_added_is_now() -> None:
     saved = load_record(agent_cell(entries(), CELL_ID).record)
     view = {"cells": [{"id": "new-1", "source": "print(total)", "source_chars": 12}]}
-    assert where_now(saved, view) == [
+    assert where_now(saved.tool_calls, view) == [
         "cell new-1, added by this turn, is in the notebook as accepted; the replay does not "
         "propose it again"
     ]
-    assert "was deleted since" in where_now(saved, {"cells": []})[0]
+    assert "was deleted since" in where_now(saved.tool_calls, {"cells": []})[0]
 
 
 def test_every_way_the_gate_decides_maps_to_a_record_decision() -> None:

@@ -97,3 +97,25 @@ def test_settle_and_would_ask_decide_nothing_that_needs_a_person() -> None:
     without = PermissionPipeline(ApprovalPolicy("write"), Grants(), None)
     assert without.settle(call("read")) is not None and without.settle(call("compute")) is None
     assert person.asked == []
+
+
+def test_an_approval_given_ahead_is_an_input_decided_after_the_policy_and_before_grants() -> None:
+    person = Person()
+    grants = Grants()
+    grants.add(Grant("run_code", "write", "session"))
+    ahead = Provenance(approved="replay")
+    listed = pipeline(grants=grants, person=person).decide(replay("write", "compute"), ahead)
+    assert listed.by == "replay" and listed.who == "replay" and listed.decision == Approve()
+    covered = pipeline(grants=grants, person=person).decide(call("write"), ahead)
+    assert covered.by == "replay" and covered.grants == ()  # the replay's card, not the grant
+    assert pipeline("write", person=person).decide(call("read"), ahead).by == "policy"
+    denied = pipeline("readonly", person=person).decide(call("compute"), ahead)
+    assert denied.by == "policy" and isinstance(denied.decision, Deny)  # never past the policy
+    outside = pipeline(person=person).decide(call("compute"), Provenance(approved="outside"))
+    assert outside.who == "outside"
+    assert not pipeline(person=person).would_ask(call("compute"), ahead)
+    assert person.asked == []
+    received = Provenance(received=True, approved="replay")  # listed on a card: asked already
+    assert pipeline(person=person).decide(replay("write"), received).by == "replay"
+    headless = pipeline("auto", interactive=False).decide(replay("write"), received)
+    assert headless.by == "provenance"  # a headless run never takes a received record ahead

@@ -23,10 +23,11 @@ from ..policy.grants import Grants, Scope
 from ..policy.permissions import (
     HEADLESS_HINT,
     ApprovalPolicy,
-    AutoApprover,
     Policy,
+    PolicyDenier,
     policy_approver,
 )
+from ..policy.pipeline import Provenance
 from ..pricing import UnknownModelPrice
 from ..providers import DEFAULT_PROVIDER, ProviderError, ProviderName, missing_setting
 from ..records import MIME_TYPE, RecordError, load_record
@@ -231,14 +232,17 @@ class KernelAgent:
         it added or changed is now (kept as accepted, edited since, deleted since)."""
         source = self.notebook_source(cell)
         view = source(None, False) if source is not None else None
-        for note in where_now(record, view):
+        for note in where_now(record.tool_calls, view):
             line(note, "warn")
 
-    def replay_runtime(self) -> ToolRuntime:
-        """The turn's tools; their approval was given once, by the replay's card or policy."""
+    def replay_runtime(self, policy: ApprovalPolicy | None = None) -> ToolRuntime:
+        """The turn's tools under the replay's ``policy``: the pipeline decides each saved step by
+        the replay's approval (its card, Run All's, a grant or the policy), given as an input."""
+        policy = policy or ApprovalPolicy()
         return ToolRuntime.of(
-            self.tools(self.manager.settings), AutoApprover(), guard=StepGuard(self)
-        )
+            self.tools(self.manager.settings), PolicyDenier(policy.name, policy.hint),
+            policy=policy, guard=StepGuard(self), provenance=Provenance(approved="replay"),
+        )  # fmt: skip
 
     def policy_for(self, settings: Settings, cell: CellContext) -> Policy:
         return settings.approve or ("ask" if cell.interactive else "readonly")

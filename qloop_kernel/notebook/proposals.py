@@ -16,7 +16,7 @@ the runner puts its outputs into the new cell.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -32,7 +32,7 @@ from .undo import NotebookEdit
 if TYPE_CHECKING:
     from ..messages import ToolCall
     from ..policy.permissions import Approver, Decision, Request
-    from ..records import CellRecord
+    from ..records import ToolCallRecord
     from .ahead import Effect
     from .cell_runs import CellRuns
     from .notebook_grants import NotebookGrantStore
@@ -300,10 +300,10 @@ class CellProposals:
 _ADDED = re.compile(r"added cell (\S+) after ")
 
 
-def where_now(record: CellRecord, view: Mapping[str, Any] | None) -> list[str]:
-    """For a replay: one line per cell the saved turn added or changed, saying whether the
-    notebook (``view``, from read_notebook; None: unknown) still has it as accepted."""
-    made = [c for c in record.tool_calls
+def where_now(calls: Sequence[ToolCallRecord], view: Mapping[str, Any] | None) -> list[str]:
+    """For a replay: one line per cell the saved turn's ``calls`` added or changed, saying whether
+    the notebook (``view``, from read_notebook; None: unknown) still has it as accepted."""
+    made = [c for c in calls
             if c.name in PROPOSAL_TOOLS and not c.is_error and c.decision.kind != "denied"]  # fmt: skip
     if not made:
         return []

@@ -95,8 +95,9 @@ class ReplayHost(Protocol):
     base_settings: Settings  # the kernel's configuration: the policy for hidden code
     grants: Grants  # grants cover the steps of this user's own replays too
 
-    def replay_runtime(self) -> ToolRuntime:
-        """A runtime with the turn's tools whose approval was given by the replay's own card."""
+    def replay_runtime(self, policy: ApprovalPolicy | None = None) -> ToolRuntime:
+        """A runtime with the turn's tools under ``policy``, whose steps the pipeline decides by
+        the replay's approval (``Provenance.approved``: ``replay``)."""
 
 
 @dataclass(frozen=True)
@@ -211,16 +212,16 @@ def _replay(
     host: ReplayHost, record: CellRecord, policy: Policy, cell: CellContext, trace: ReplayTrace
 ) -> None:
     drift = tuple(drift_before(host.session, record))
-    runtime = host.replay_runtime()
+    hint = REPLAY_HINT if record.is_own() or _opted_in() else RECEIVED_REPLAY_HINT
+    approval = ApprovalPolicy(policy, cell.interactive, host.base_settings.ask_read, hint)
+    runtime = host.replay_runtime(approval)
     plan = plan_for(record, runtime.tools, drift)
     line(f"replaying the saved turn: {counted(len(plan.steps), 'code step')}, no model call now "
          f"(the original turn: {usage_line(record)}); run with --fresh to ask the model again")  # fmt: skip
     if drift:
         line("changed since the turn ran: " + "; ".join(drift), "warn")
-    host.manager.keep(record, store_for(cell))
-    hint = RECEIVED_REPLAY_HINT if plan.received and not _opted_in() else REPLAY_HINT
-    permission = _decide(plan, ApprovalPolicy(policy, cell.interactive,
-                                              host.base_settings.ask_read, hint), cell, host)  # fmt: skip
+    store_for(cell).keep(record)  # shown again unchanged: the store writes it as it was
+    permission = _decide(plan, approval, cell, host)
     trace.decided(permission)
     decision = permission.decision
     if isinstance(decision, Deny):
@@ -337,16 +338,17 @@ def _decide(
     if not plan.steps and not plan.received:
         # nothing runs; the user's own conversation is taken back
         return Permission(Approve(), "policy")
-    # Digests of saved records whose replay a card approved ahead (Run All), kept by the session.
+    # Digests of saved records whose replay a card approved ahead (Run All), kept by the session:
+    # listed on the card of a cell before it in the same Run All, an input to the pipeline.
     ahead = host.session.approved_ahead if host is not None else set()
-    if cell.interactive and plan.record.digest in ahead:
+    listed = cell.interactive and plan.record.digest in ahead
+    if listed:
         ahead.discard(plan.record.digest)
-        # listed on the card of a cell before it in the same Run All
-        return Permission(Approve(), "approver")
+    provenance = Provenance(plan.received, _opted_in(), "replay" if listed else None)
     card = _RunAllCard(plan, host, ahead, cell.cell_id)
     grants = host.grants if host is not None else Grants()
     pipeline = PermissionPipeline(policy, grants, card, cell.cell_id)
-    permission = pipeline.decide(plan.request(), Provenance(plan.received, _opted_in()))
+    permission = pipeline.decide(plan.request(), provenance)
     if permission.by == "grant":
         used = "; ".join(dict.fromkeys(g.describe() for g in permission.grants))
         line(f"replaying without a card: every step is covered by a grant ({used})")

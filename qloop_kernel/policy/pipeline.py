@@ -11,8 +11,9 @@ itself, asynchronously).
    whatever the policy would run, and denied where nobody can be asked.
 2. Provenance combines with it, never replacing it (:func:`combined_verdict`): steps received from
    elsewhere are never run by a policy or a grant alone.
-3. Grants the user gave run the request without asking when they cover every step of it (never a
-   request held to asking).
+3. An approval given ahead runs it (``Provenance.approved``: the replay card that listed the
+   steps, or the page's card for an outside client's step); grants the user gave run the request
+   without asking when they cover every step of it (never a request held to asking).
 4. Otherwise the approver decides (a card, the proposal bar, or a denier when nobody can click).
 
 The admin floor (``admin.py``) combines with the policy at stage 1: a class it holds to asking is
@@ -54,17 +55,25 @@ HELD_HINT = (
 )
 
 
+Ahead = Literal["replay", "outside"]
+
+
 @dataclass(frozen=True)
 class Provenance:
     """Where a request's steps come from.
 
     ``received``: saved steps this user's kernel did not sign (a notebook from someone else, an
     edited record). ``opted_in``: a headless run was told to run received steps anyway
-    (``qloop run --replay-received``), under the policy.
+    (``qloop run --replay-received``), under the policy. ``approved``: an approval given ahead,
+    an input the pipeline consults after the policy and provenance, before grants and the approver:
+    ``replay`` for the steps a replay card approved (the saved steps of the replay it decided, and
+    the replays a Run All card listed), ``outside`` for an outside client's step the Jupyter
+    server's policy, grant or card approved. The pipeline says it decided by that approval.
     """
 
     received: bool = False
     opted_in: bool = False
+    approved: Ahead | None = None
 
 
 LIVE = Provenance()  # a call the model makes now, in this user's session
@@ -86,7 +95,7 @@ def combined_verdict(
     return "run" if opted_in else "received"
 
 
-Decider = Literal["policy", "provenance", "grant", "approver", "admin"]
+Decider = Literal["policy", "provenance", "grant", "approver", "admin", "replay", "outside"]
 
 
 class GrantLookup(Protocol):
@@ -107,8 +116,9 @@ class Permission:
 
     @property
     def who(self) -> str:
-        """Who decided, as audit traces name it: ``policy``, ``provenance``, ``grant``, ``admin``
-        or ``person``; an approver that answers for a policy (a headless denier) is the policy."""
+        """Who decided, as audit traces name it: ``policy``, ``provenance``, ``grant``, ``admin``,
+        ``replay``, ``outside`` or ``person``; an approver that answers for a policy (a headless
+        denier) is the policy."""
         if self.by != "approver":
             return self.by
         decision = self.decision
@@ -170,7 +180,7 @@ class PermissionPipeline:
     def would_ask(self, request: Request, provenance: Provenance = LIVE) -> bool:
         """Whether deciding ``request`` now would reach the approver. Decides nothing."""
         verdict = self.verdict(request, provenance)
-        if verdict != "ask":
+        if verdict != "ask" or provenance.approved is not None:
             return False
         return provenance.received or self.covering(request) is None
 
@@ -189,6 +199,8 @@ class PermissionPipeline:
             return Permission(Deny(RECEIVED_BLOCK), "provenance")
         if verdict == "run":
             return Permission(Approve(self.policy.name), "policy")
+        if provenance.approved is not None:  # approved ahead, by the replay's or the page's card
+            return Permission(Approve(), provenance.approved)
         if not provenance.received:
             grants = self.covering(request)
             if grants is not None:

@@ -36,7 +36,7 @@ from ..policy.permissions import (
     Deny,
     denial_line,
 )
-from ..policy.pipeline import Permission, PermissionPipeline
+from ..policy.pipeline import LIVE, Permission, PermissionPipeline, Provenance
 from ..policy.risk import Assessment, Reason
 from ..redact import redact_text, redacted_truncate
 from ..text import clip
@@ -350,6 +350,9 @@ class ToolRuntime:
     max_result_chars: int = MAX_RESULT_CHARS
     clock: Callable[[], float] = time.monotonic
     guard: StepGuard | None = None
+    # Where the calls come from: the model now (LIVE), or steps approved ahead (a replay's saved
+    # steps, an outside client's step), which the pipeline decides by that approval
+    provenance: Provenance = LIVE
     on_unasked: Callable[[ApprovalRequest, str], None] | None = None
     # The calls of the model's response after the one running now (the loop sets them): an
     # approver may show the ones it will be asked about next together (proposals: Accept all).
@@ -405,7 +408,7 @@ class ToolRuntime:
         except ValidationError:
             return None
         request = self.request(tool, call, validated.model_dump(mode="json"))
-        return request if self.pipeline().would_ask(request) else None
+        return request if self.pipeline().would_ask(request, self.provenance) else None
 
     def _run(self, call: ToolCall) -> ToolOutcome:
         tool = self.tools.get(call.name)
@@ -438,7 +441,7 @@ class ToolRuntime:
         if not tool.requires_approval:
             return _Permit("readonly")
         request = self.request(tool, call, validated.model_dump(mode="json"))
-        permission = self.pipeline().decide(request)  # a call the model makes now: LIVE
+        permission = self.pipeline().decide(request, self.provenance)
         acted = self._act(tool, request, permission)
         return replace(acted, risk=request.risk, by=permission.who)
 
