@@ -1,7 +1,8 @@
 /**
  * The bar on top of a cell the agent proposes, or proposes to edit: what the
- * proposal is, its risk class and the reasons for it, the line diff, and the
- * buttons that decide it. Every text from the kernel is set as text.
+ * proposal is, its risk class and the reasons for it, what its code would
+ * change (run ahead by the kernel), the line diff, and the buttons that
+ * decide it. Every text from the kernel is set as text.
  */
 import { TranslationBundle } from '@jupyterlab/translation';
 
@@ -18,6 +19,9 @@ export const DIFF_DEL_CLASS = 'qloop-diff-del';
 export const DIFF_SAME_CLASS = 'qloop-diff-same';
 /** Attribute of the bar with the risk class of the proposed code. */
 export const RISK_ATTRIBUTE = 'data-qloop-risk';
+
+/** Class of the line saying what the proposed code would change, or why it was not run ahead. */
+export const EFFECT_AHEAD_CLASS = 'qloop-proposal-effect';
 
 /** Risk classes shown as a warning. */
 export const ALARMING_RISKS = ['destructive', 'external', 'unknown'];
@@ -112,6 +116,29 @@ function reasonList(reasons: readonly string[]): HTMLElement | null {
   return list;
 }
 
+/**
+ * What the proposed code would change, from the kernel's run ahead that it
+ * took back ("would change: df: DataFrame 5×1 → 5×2, added column b"), or
+ * the kernel's note saying why it was not run ahead; as text.
+ */
+function effectLine(
+  proposal: IProposal,
+  trans: TranslationBundle
+): HTMLElement | null {
+  const effect = proposal.effect;
+  if (!effect) {
+    return null;
+  }
+  const text =
+    effect.note ||
+    (effect.changes.length > 0
+      ? trans.__('would change: %1', effect.changes.join('; '))
+      : trans.__('would change no variables'));
+  const line = element('div', EFFECT_AHEAD_CLASS, text);
+  line.classList.toggle(`${EFFECT_AHEAD_CLASS}-note`, effect.note !== '');
+  return line;
+}
+
 /** The inline form that asks for an optional reason before rejecting. */
 function rejectForm(
   trans: TranslationBundle,
@@ -195,6 +222,10 @@ export function proposalBar(options: IProposalBarOptions): HTMLElement {
   const reasons = reasonList(proposal.reasons);
   if (reasons) {
     bar.appendChild(reasons);
+  }
+  const effect = effectLine(proposal, trans);
+  if (effect) {
+    bar.appendChild(effect);
   }
   bar.appendChild(renderDiff(options.before, proposal.source, trans));
 

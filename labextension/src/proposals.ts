@@ -27,6 +27,18 @@ export interface IProposal {
   readonly reasons: readonly string[];
   /** Accepting also runs the new cell (its outputs land in it). */
   readonly run?: boolean;
+  /** What the proposed code would change, from the kernel's run ahead, or why it was not run. */
+  readonly effect?: IProposalEffect;
+}
+
+/**
+ * What a proposed code cell would change: one line per variable from a run
+ * ahead the kernel took back (`changes`), or why it was not run ahead, or not
+ * to its end (`note`, shown instead).
+ */
+export interface IProposalEffect {
+  readonly changes: readonly string[];
+  readonly note: string;
 }
 
 /**

@@ -82,7 +82,15 @@ function attach(
       );
     }
   };
-  const node = proposalBar({ proposal, before: source(), trans, decide });
+  // The kernel runs an edit ahead as code: its effect says nothing of another cell.
+  const shown =
+    cell.model.type === 'code' ? proposal : { ...proposal, effect: undefined };
+  const node = proposalBar({
+    proposal: shown,
+    before: source(),
+    trans,
+    decide
+  });
   const widget = new Widget({ node });
   cell.layout.insertWidget(0, widget);
   cell.addClass(PROPOSED_CELL_CLASS);

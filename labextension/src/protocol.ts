@@ -37,6 +37,7 @@ import {
   DELETED_REASON,
   IDecision,
   IProposal,
+  IProposalEffect,
   ProposalBoard,
   ProposalCellType
 } from './proposals';
@@ -325,6 +326,26 @@ function proposalReasons(proposal: ProposalFields): string[] {
   return value as string[];
 }
 
+/** The proposal's data effect (absent: none was sent), or the refusal of a malformed one. */
+function proposalEffect(proposal: ProposalFields): IProposalEffect | undefined {
+  const value = proposal['effect'];
+  if (value === undefined) {
+    return undefined;
+  }
+  const changes = isJSONObject(value) ? value['changes'] : undefined;
+  const note = isJSONObject(value) ? value['note'] : undefined;
+  if (
+    !Array.isArray(changes) ||
+    !changes.every(line => typeof line === 'string') ||
+    typeof note !== 'string'
+  ) {
+    throw new RequestError(
+      "'proposal.effect' must hold 'changes' (strings) and 'note' (a string)"
+    );
+  }
+  return { changes: changes as string[], note };
+}
+
 /** A cell named by a field of the proposal, which must be a cell of this notebook. */
 function proposalCell(
   proposal: ProposalFields,
@@ -372,6 +393,7 @@ function parsePropose(
   const source = proposalString(proposal, 'source', true);
   const risk = proposalString({ risk: '', ...proposal }, 'risk', true);
   const reasons = proposalReasons(proposal);
+  const effect = proposalEffect(proposal);
   const provenance = proposal['provenance'];
   if (!isJSONObject(provenance)) {
     throw new RequestError("'proposal.provenance' must be a JSON object");
@@ -415,7 +437,8 @@ function parsePropose(
       agentCell,
       risk,
       reasons,
-      ...(run && kind === 'add' && cellType === 'code' ? { run: true } : {})
+      ...(run && kind === 'add' && cellType === 'code' ? { run: true } : {}),
+      ...(effect && cellType === 'code' ? { effect } : {})
     },
     after,
     provenance,

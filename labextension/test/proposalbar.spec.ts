@@ -9,6 +9,7 @@ import {
   DIFF_ADD_CLASS,
   DIFF_CLASS,
   DIFF_DEL_CLASS,
+  EFFECT_AHEAD_CLASS,
   RISK_ATTRIBUTE,
   proposalBar,
   setWaitingCount,
@@ -116,6 +117,36 @@ describe('proposalBar', () => {
     updateDiff(bar, '# Newer\ntext', '# New\ntext', trans);
     expect(diffLines(bar)[0]).toBe(`${DIFF_DEL_CLASS}:-# Newer`);
     expect(bar.querySelectorAll(`.${DIFF_CLASS}`)).toHaveLength(1);
+  });
+
+  it('says what the code would change, or why it was not run ahead', () => {
+    const changed = render({
+      effect: {
+        changes: [
+          'df: DataFrame 5×1 → 3×2 (columns a, b)',
+          'z: created (int 1)'
+        ],
+        note: ''
+      }
+    });
+    const line = changed.get(`.${EFFECT_AHEAD_CLASS}`);
+    expect(line.textContent).toBe(
+      'would change: df: DataFrame 5×1 → 3×2 (columns a, b); z: created (int 1)'
+    );
+    expect(line.classList.contains(`${EFFECT_AHEAD_CLASS}-note`)).toBe(false);
+    const why = render({
+      effect: { changes: [], note: 'not run ahead: its class is external' }
+    });
+    const note = why.get(`.${EFFECT_AHEAD_CLASS}`);
+    expect(note.textContent).toBe('not run ahead: its class is external');
+    expect(note.classList.contains(`${EFFECT_AHEAD_CLASS}-note`)).toBe(true);
+    const nothing = render({ effect: { changes: [], note: '' } });
+    expect(nothing.get(`.${EFFECT_AHEAD_CLASS}`).textContent).toBe(
+      'would change no variables'
+    );
+    expect(render().get(`.${EFFECT_AHEAD_CLASS}`)).toBeNull();
+    const evil = render({ effect: { changes: [EVIL], note: '' } });
+    expect(evil.bar.querySelector('img')).toBeNull();
   });
 
   it('sets the source, class and reasons as text, never as HTML', () => {

@@ -12,7 +12,7 @@ import { Widget } from '@lumino/widgets';
 
 import { NotebookCells } from '../src/bridge';
 import { IAck, PROVENANCE_KEY, handleRequest } from '../src/protocol';
-import { BAR_CLASS } from '../src/proposalbar';
+import { BAR_CLASS, EFFECT_AHEAD_CLASS } from '../src/proposalbar';
 import { ProposalBoard } from '../src/proposals';
 import {
   EFFECT_CLASS,
@@ -110,6 +110,35 @@ describe('showProposals', () => {
     expect(bars(1)).toEqual([]);
     expect(cell.hasClass(PROPOSED_CELL_CLASS)).toBe(false);
     expect(cell.model.getMetadata(PROVENANCE_KEY)).toEqual({ id: 'p' });
+  });
+
+  it("shows an edit's data effect on a code cell, never on a markdown cell", async () => {
+    model.sharedModel.insertCell(2, {
+      cell_type: 'markdown',
+      source: '# Notes',
+      metadata: {}
+    });
+    ids = Array.from(model.cells, cell => cell.id);
+    const effect = { changes: ['df: DataFrame 5×1 → 3×1'], note: '' };
+    const code = propose('c', {
+      kind: 'edit',
+      source: 'df = df.head(3)',
+      target: ids[1],
+      effect
+    });
+    const text = propose('m', {
+      kind: 'edit',
+      source: 'df = df.head(3)',
+      target: ids[2],
+      effect
+    });
+    const line = (index: number) =>
+      bars(index)[0].querySelector(`.${EFFECT_AHEAD_CLASS}`);
+    expect(line(1)?.textContent).toBe('would change: df: DataFrame 5×1 → 3×1');
+    expect(line(2)).toBeNull();
+    board.decide('c', { decision: 'rejected', reason: '' });
+    board.decide('m', { decision: 'rejected', reason: '' });
+    await Promise.all([code, text]);
   });
 
   it('shows the all-buttons for two proposals of one agent cell, and decides both', async () => {

@@ -480,6 +480,16 @@ describe('propose', () => {
       "'proposal.risk' must be a string"
     ],
     [
+      'an effect whose changes are not strings',
+      addRequest({ effect: { changes: [1], note: '' } }),
+      "'proposal.effect' must hold 'changes' (strings) and 'note' (a string)"
+    ],
+    [
+      'an effect without a note',
+      editRequest({ effect: { changes: [] } }),
+      "'proposal.effect' must hold 'changes' (strings) and 'note' (a string)"
+    ],
+    [
       'a run flag that is not a boolean',
       addRequest({ run: 1 }),
       "'proposal.run' must be a boolean"
@@ -512,6 +522,30 @@ describe('propose', () => {
     });
     expect(notebook.snapshot()).toBe(before);
     expect(notebook.board.waiting).toEqual([]);
+  });
+
+  it("keeps a code cell's data effect, never a markdown cell's", async () => {
+    const effect = {
+      changes: ['df: DataFrame 5×1 → 5×2, added column b'],
+      note: ''
+    };
+    const answer = later(
+      handleRequest(editRequest({ effect }), notebook, HELLO)
+    );
+    const markdown = later(
+      handleRequest(
+        addRequest({ cell_type: 'markdown', effect }, 'm1'),
+        notebook,
+        HELLO
+      )
+    );
+    expect(notebook.board.waiting.map(p => [p.id, p.effect])).toEqual([
+      ['e1', effect],
+      ['m1', undefined]
+    ]);
+    notebook.board.decide('e1', { decision: 'rejected', reason: '' });
+    notebook.board.decide('m1', { decision: 'rejected', reason: '' });
+    await Promise.all([answer, markdown]);
   });
 
   it('applies at once a new cell accepted already, without asking', () => {

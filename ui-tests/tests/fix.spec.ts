@@ -146,6 +146,10 @@ async function fixFlow(
   await expect(diff.locator('.qloop-diff-add')).toHaveText([
     "+value = d.get('b', 0)"
   ]);
+  // Not run ahead: the default policy asks before write steps.
+  await expect(bar.locator('.qloop-proposal-effect')).toHaveText(
+    "not run ahead: the policy 'ask' asks before write steps"
+  );
   // No cell was added for the turn.
   expect(await page.locator('.jp-Notebook .jp-Cell').count()).toBe(cellsBefore);
   await shoot('fix');
