@@ -418,3 +418,30 @@ def _alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state != "Z"
+
+
+def test_a_hosted_agents_decisions_are_traced_like_outside_calls(tmp_path: Path) -> None:
+    from tests.otlp_receiver import OtlpReceiver
+
+    with OtlpReceiver() as receiver:
+        env = {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": receiver.url, "OTEL_BSP_SCHEDULE_DELAY": "50"}
+        with _server(tmp_path / "root", "ask", env) as traced:
+
+            async def play(chat: ChatDriver) -> str:
+                page = Page(traced, f"acp/{chat.id}", lambda card: {"decision": "approve"})
+                async with page.open():
+                    await chat.turn("run ls")
+                    await chat.turn(f"write {tmp_path / 'out.txt'} x")  # outside the root
+                return chat.id
+
+            chat_id = run(scenario(traced, play))
+            spans = receiver.wait_for(lambda found: len(found) == 3)
+    by_name = {s.name: s.attributes for s in spans}
+    ran = by_name["execute_tool terminal/create"]
+    assert (ran["qloop.decision"], ran["qloop.decided_by"]) == ("approved", "person")
+    assert ran["qloop.outside"] is True and ran["gen_ai.agent.name"] == "ACP agent Scripted"
+    assert ran["gen_ai.conversation.id"] == chat_id and ran["qloop.notebook"] == f"acp/{chat_id}"
+    assert by_name["execute_tool acp:edit"]["qloop.decision"] == "approved"
+    refused = by_name["execute_tool fs/write_text_file"]
+    assert (refused["qloop.decision"], refused["qloop.risk_class"]) == ("denied", "external")
+    assert SECRET.encode() not in receiver.raw()
