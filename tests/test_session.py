@@ -100,3 +100,23 @@ def test_registered_tools_belong_to_the_kernel_session(shell: InteractiveShell) 
         assert session_for(_Shell()).user_tools.tools() == []  # another kernel's are its own
     finally:
         session.user_tools.clear()
+
+
+def test_the_shell_holds_its_session_which_makes_the_agent_for_every_caller(
+    shell: InteractiveShell,
+) -> None:
+    session = session_for(shell)
+    assert shell.qloop_session is session  # type: ignore[attr-defined]
+    agent = session.kernel_agent()
+    assert session.kernel_agent() is agent and agent.session is session
+    assert shell.magics_manager.registry["AgentMagics"].agent is agent
+    # A reloaded extension keeps the session and makes its agent anew from the new configuration.
+    shell.run_line_magic("reload_ext", "qloop_kernel")
+    assert session_for(shell) is session and session.agent is None
+    again = shell.magics_manager.registry["AgentMagics"].agent
+    assert again is not agent and session.agent is again
+
+
+def test_a_session_without_the_extension_makes_no_agent() -> None:
+    with pytest.raises(RuntimeError, match="not loaded"):
+        session_for(_Shell()).kernel_agent()

@@ -201,7 +201,7 @@ def _allow(magics: AgentMagics, args: list[str]) -> None:
         raise UsageError(_allow_usage())
     risk = _granted_class(tool, words[0] if words else None)
     if scope == "notebook":
-        _need_notebook(agent, magics.shell)
+        _need_notebook(agent)
     grant = agent.grants.add(Grant(tool.name, risk, scope))
     every = (
         " (every class: deleting data and reaching outside the kernel too)" if risk is None else ""
@@ -215,7 +215,7 @@ def _allow_usage() -> str:
     return ALLOW_USAGE.format(classes=", ".join(RISKS))
 
 
-def _granted_class(tool: Any, word: str | None) -> Risk | None:
+def _granted_class(tool: Tool, word: str | None) -> Risk | None:
     """The class ``%agent allow`` grants: None (every call) for "all" or an unclassified tool."""
     if tool.classify is None or word == "all":
         return None
@@ -228,8 +228,8 @@ def _granted_class(tool: Any, word: str | None) -> Risk | None:
     return word
 
 
-def _need_notebook(agent: Any, shell: Any) -> None:
-    agent.load_notebook_grants(current_cell(shell))
+def _need_notebook(agent: KernelAgent) -> None:
+    agent.load_notebook_grants(current_cell(agent.shell))
     if not agent.notebook_grants.available:
         raise UsageError(
             "%agent allow: this frontend cannot save grants in the notebook (it needs JupyterLab "
@@ -237,7 +237,9 @@ def _need_notebook(agent: Any, shell: Any) -> None:
         )
 
 
-def _known_tool(agent: Any, name: str, command: str, *, extra: tuple[str, ...] = ()) -> Tool | None:
+def _known_tool(
+    agent: KernelAgent, name: str, command: str, *, extra: tuple[str, ...] = ()
+) -> Tool | None:
     """The tool named ``name`` (None for a name in ``extra``); an unknown name is refused with the
     closest known names."""
     tools: dict[str, Tool] = {t.name: t for t in agent.tools(agent.manager.settings)}

@@ -9,7 +9,7 @@ unless ``QLOOP_RULES=all``. The cell's first line says which rules were used and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from IPython.core.error import UsageError
 
@@ -33,15 +33,47 @@ from ..policy.permissions import ApprovalRequest, Approve
 from ..pricing import UnknownModelPrice
 from ..text import counted
 from ..tools import namespace
-from ..turn_context import ESTIMATE_METHOD, TurnContext, estimate_request
+from ..turn_context import ESTIMATE_METHOD, RequestEstimate, TurnContext, estimate_request
 from .approval import CardApprover
 from .cell import CellContext, current_cell
 from .display import line
 from .tools import session_private_variables
 
 if TYPE_CHECKING:
+    from ..conversation import ConversationManager
     from ..pricing import Price
     from ..settings import Settings
+    from ..tools.runtime import Tool
+    from .proposals import CellProposals
+    from .session import KernelSession
+
+
+class TurnAgent(Protocol):
+    """What a turn's context reads of the kernel's agent (``agent.KernelAgent``, which imports
+    this module: it is known here by this protocol)."""
+
+    rules_declined: set[tuple[str, str]]  # rules files declined this session
+
+    @property
+    def shell(self) -> Any: ...  # Any: the IPython shell
+
+    @property
+    def session(self) -> KernelSession: ...
+
+    @property
+    def manager(self) -> ConversationManager: ...
+
+    def load_notebook_grants(self, cell: CellContext) -> None: ...
+
+    def cell_proposals(self, cell: CellContext, settings: Settings) -> CellProposals | None: ...
+
+    def tools(
+        self,
+        settings: Settings,
+        cell: CellContext | None = None,
+        proposals: CellProposals | None = None,
+    ) -> list[Tool]: ...
+
 
 RULES_NOTICE = (
     "A project rules file goes into the agent's instructions on every turn in this project: it "
@@ -49,7 +81,7 @@ RULES_NOTICE = (
 )
 
 
-def turn_context(agent: Any, cell: CellContext, items: list[str]) -> TurnContext:
+def turn_context(agent: TurnAgent, cell: CellContext, items: list[str]) -> TurnContext:
     """The rules (asking where needed) and attachments of a turn about to run."""
     attachments = attachments_for(agent, items)
     rules = rules_for(agent, cell)
@@ -57,7 +89,7 @@ def turn_context(agent: Any, cell: CellContext, items: list[str]) -> TurnContext
     return TurnContext(rules=rules, attachments=attachments)
 
 
-def rules_for(agent: Any, cell: CellContext, *, ask: bool = True) -> list[RulesUse]:
+def rules_for(agent: TurnAgent, cell: CellContext, *, ask: bool = True) -> list[RulesUse]:
     """Each rules file found and whether the turn uses it; asks on a card when ``ask`` and a
     person can click."""
     try:
@@ -114,7 +146,7 @@ def show_rules_line(uses: list[RulesUse]) -> None:
     line("; ".join(parts), "warn" if skipped else "info")
 
 
-def attachments_for(agent: Any, items: list[str]) -> list[Attachment]:
+def attachments_for(agent: TurnAgent, items: list[str]) -> list[Attachment]:
     """The ``--with`` items, attached; a bad one is one UsageError line and nothing is sent."""
     if not items:
         return []
@@ -124,7 +156,7 @@ def attachments_for(agent: Any, items: list[str]) -> list[Attachment]:
         raise UsageError(str(exc)) from None
 
 
-def sources_of(agent: Any) -> Sources:
+def sources_of(agent: TurnAgent) -> Sources:
     """Where ``--with`` looks: the notebook's folder, the namespace (through the same summary and
     private-variable rules as ``inspect_variable``), the cells run in this kernel."""
     shell = agent.shell
@@ -150,7 +182,7 @@ def sources_of(agent: Any) -> Sources:
 CONTEXT_USAGE = "usage: %agent context [full] [--with ITEM[,ITEM...]]"
 
 
-def next_turn_view(agent: Any, words: list[str]) -> str:
+def next_turn_view(agent: TurnAgent, words: list[str]) -> str:
     """``%agent context``: what the next turn's first request holds besides the prompt; no
     model is called."""
     full, items = _context_words(words)
@@ -181,7 +213,7 @@ def next_turn_view(agent: Any, words: list[str]) -> str:
     return "\n".join(lines)
 
 
-def turn_schemas(agent: Any, settings: Settings, cell: CellContext) -> list[dict[str, Any]]:
+def turn_schemas(agent: TurnAgent, settings: Settings, cell: CellContext) -> list[dict[str, Any]]:
     """The tools a turn run in ``cell`` would send, chosen as ``run_turn`` chooses them: the
     notebook's tools where the page (or ``qloop run``) offers them, the MCP servers' tools."""
     agent.load_notebook_grants(cell)  # what the page can do decides the notebook's tools
@@ -219,7 +251,7 @@ def _system_lines(base: str, system: str, rules: list[RulesUse]) -> list[str]:
     return lines + [f"  {use.describe()}" for use in rules]
 
 
-def _tool_lines(estimate: Any) -> list[str]:
+def _tool_lines(estimate: RequestEstimate) -> list[str]:
     sizes = estimate.tool_sizes()
     total = sum(t.chars for t in sizes)
     lines = [f"tools: {len(sizes)} ({total:,} characters, ~{total // 4:,} tokens)"]
@@ -232,7 +264,7 @@ def _attached_lines(attachments: list[Attachment]) -> list[str]:
     return ["attached (before the prompt):"] + [f"  {a.describe()}" for a in attachments]
 
 
-def _estimate_lines(model: str, estimate: Any) -> list[str]:
+def _estimate_lines(model: str, estimate: RequestEstimate) -> list[str]:
     cost = "unknown (no price for the model)"
     if estimate.cost_usd is not None:
         cost = f"${estimate.cost_usd:.4f} at the input price, nothing read from cache"

@@ -18,20 +18,39 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ..policy.grants import Grant, Grants, NotebookGrants
 from ..tools.runtime import ToolRuntime
 from .approval import CardApprover
 
 if TYPE_CHECKING:
-    from .agent import KernelAgent
+    from ..conversation import ConversationManager
+    from ..settings import Settings
+    from .session import KernelSession
 
 POLICY_PACKAGE = "qloop_kernel.policy"
 # How a change in each kind of module is named in the message a person reads.
 LABELS = {POLICY_PACKAGE: "the policies", ToolRuntime.__module__: "the guard",
           CardApprover.__module__: "the approval card"}  # fmt: skip
 _CONTAINERS = (dict, list, set)
+
+
+class GuardedAgent(Protocol):
+    """What the guard reads and puts back of the kernel's agent (``agent.KernelAgent``, which
+    imports this module: the guard knows it by this protocol)."""
+
+    step_running: bool  # qloop's commands are refused while it is True
+    base_settings: Settings  # the kernel's policy
+
+    @property
+    def session(self) -> KernelSession: ...
+
+    @property
+    def manager(self) -> ConversationManager: ...
+
+    @property
+    def grants(self) -> Grants: ...
 
 
 class StepRunning(Exception):
@@ -121,7 +140,7 @@ def _label(owner: ModuleType | type) -> str:
 class StepGuard:
     """Wraps each tool execution of one turn (``ToolRuntime.guard``)."""
 
-    def __init__(self, agent: KernelAgent) -> None:
+    def __init__(self, agent: GuardedAgent) -> None:
         self.agent = agent
         self._before: dict[str, object] = {}
         self._held: list[_Held] = []

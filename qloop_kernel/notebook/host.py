@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..messages import ToolCall
-from ..policy.permissions import AutoApprover
+from ..policy.permissions import PolicyDenier
+from ..policy.pipeline import Provenance
 from ..redact import redact_text
 from ..tools.runtime import ToolRuntime
 from .guard import StepGuard
@@ -41,6 +42,7 @@ BUSY_RETRY_S = 0.05  # how often a step deferred behind a waiting cell checks ag
 INTERRUPTED = "KeyboardInterrupt: the step was interrupted (the kernel got an interrupt)"
 
 
+# Any: the shell, as the server's user_expressions hands over get_ipython()
 def register(shell: Any) -> str:
     """Register the ``qloop.host`` comm target on ``shell``'s kernel (once); JSON text naming it."""
     manager = shell.kernel.comm_manager
@@ -52,6 +54,7 @@ def register(shell: Any) -> str:
 class OutsideHost:
     """Runs the steps the Jupyter server forwards over ``qloop.host`` comms of one kernel."""
 
+    # Any: the IPython shell the comm target was registered on
     def __init__(self, shell: Any) -> None:
         self.shell = shell
         self.session = session_for(shell)
@@ -100,8 +103,9 @@ class OutsideHost:
         tools = self._builtins().for_turn(code_timeout_s=float(timeout) if timeout else None)
         run_code = next(t for t in tools if t.name == "run_code")
         runtime = ToolRuntime.of(
-            [run_code], AutoApprover(), grants=agent.grants, guard=StepGuard(agent)
-        )  # decided by the server (policy, grant or card): the approval is given
+            [run_code], PolicyDenier("ask"), grants=agent.grants, guard=StepGuard(agent),
+            provenance=Provenance(approved="outside"),
+        )  # fmt: skip  # the server's policy, grant or card approved it: the pipeline's input
         call = ToolCall(str(request["call_id"]), "run_code", {"code": str(request["code"])})
         outcome = runtime.run(call)
         step = agent.undo.claim(call.id)
@@ -134,14 +138,13 @@ class OutsideHost:
 
         if "qloop_kernel" not in self.shell.extension_manager.loaded:
             self.shell.extension_manager.load_extension("qloop_kernel")
-        magics = self.shell.magics_manager.registry.get("AgentMagics")
-        if magics is None:
-            raise _Refused("qloop's extension did not load in this kernel")
         try:
-            agent: KernelAgent = magics.agent
+            agent = self.session.kernel_agent()
+        except RuntimeError:
+            raise _Refused("qloop's extension did not load in this kernel") from None
         except UsageError as exc:  # the kernel's qloop settings are invalid: the message says why
             raise _Refused(f"not run: {exc}") from None
-        return agent
+        return cast("KernelAgent", agent)  # the magics make a KernelAgent (magic.py)
 
 
 class _Refused(Exception):

@@ -52,16 +52,11 @@ def base_settings(config: Configurable) -> Settings:
         raise UsageError(str(exc)) from None
 
 
-def _trusted_reprs(session: KernelSession) -> tuple[str, ...]:
-    """The classes the session's settings opt in to reads (``%agent set trusted_reprs``)."""
-    settings = session.settings
-    return settings.trusted_reprs if settings is not None else ()
-
-
 @magics_class
 class AgentMagics(Magics):
     """The agent magics of one IPython shell."""
 
+    # Any: IPython's shell (Magics types it loosely)
     def __init__(self, shell: Any, session: KernelSession | None = None) -> None:
         super().__init__(shell)
         if session is None:
@@ -71,35 +66,45 @@ class AgentMagics(Magics):
         self.session = session
         self.config_obj = QloopAgent(parent=shell)
         session.config = self.config_obj  # the MCP servers read their configuration from it
+        session.agent = None  # a (re)loaded extension's agent is made anew, from this config
+        session.make_agent = self._make_agent
         self.config_obj.observe(self._follow_config, names=self.config_obj.trait_names(config=True))
         if self.config_obj not in shell.configurables:
             shell.configurables.append(self.config_obj)  # listed by %config
-        self._agent: KernelAgent | None = None
 
+    # Any: traitlets' change bunch (a dict subclass with attribute access)
     def _follow_config(self, change: Any) -> None:
         """``%config QloopAgent.NAME = value``: the running kernel's settings follow."""
-        if self._agent is None:
+        if self.session.agent is None:
             return  # the agent reads the config when it is made
         name = change["name"]
         if name == "mcp_servers":
             return  # read by the agent's MCP servers at each use
         base = base_settings(self.config_obj)
-        manager = self._agent.manager
-        self._agent.base_settings = base
+        agent = self.agent
+        manager = agent.manager
+        agent.base_settings = base
         manager.settings = manager.settings.updated(**{name: getattr(base, name)})
+
+    def _make_agent(self) -> KernelAgent:
+        from ..values.summaries import trust
+        from .agent import KernelAgent
+
+        agent = KernelAgent(self.session, base_settings(self.config_obj))
+        trust.follow(self.session.trusted_reprs)  # what reads may call
+        return agent
 
     @property
     def agent(self) -> KernelAgent:
-        if self._agent is None:
-            from ..values.summaries import trust
-            from .agent import KernelAgent
+        """The session's agent (made on first use, for every caller)."""
+        from .agent import KernelAgent
 
-            self._agent = KernelAgent(self.session, base_settings(self.config_obj))
-            trust.follow(lambda: _trusted_reprs(self.session))  # what reads may call
-        return self._agent
+        agent = self.session.kernel_agent()
+        assert isinstance(agent, KernelAgent)
+        return agent
 
     def _refuse_inside_a_step(self) -> None:
-        if self._agent is not None and self._agent.step_running:
+        if self.session.agent is not None and self.agent.step_running:
             raise UsageError(
                 "%agent and %%agent cannot run inside an agent step: approval, settings and "
                 "grants are changed only by you, between cells"

@@ -5,16 +5,19 @@ check reads which cell defined what), the undo log, the replay steps approved ah
 card, the ``%%agent`` configuration and the kernel's agent (conversation, grants, notebook grants,
 MCP servers, the running turn's watch) once the first agent cell or command makes it.
 
-``session_for`` is the one place a session is found from a shell: IPython hands the extension's
-hooks and the tools' code runner only the shell. Everything else receives the session or the
-agent. Light to import: ``%load_ext`` makes the session (this module needs nothing but typing).
-It sits below the modules that use it: it knows the agent only by the :class:`SessionAgent`
-protocol, and imports the undo log's module only when the log is first used.
+The session belongs to the kernel's shell (``shell.qloop_session``, no module-level map): the
+extension's load (``load_ipython_extension``) makes it, or takes the one a ``@qloop_kernel.tool``
+made before it, and it holds the kernel's agent (:meth:`KernelSession.kernel_agent`, made the way
+the loaded magics say) for the magics and for outside agents' steps alike. ``session_for`` is the one place a session is found
+from a shell: IPython hands the extension's hooks, ``@qloop_kernel.tool`` and the ``qloop.host``
+comm only the shell. Everything else receives the session or the agent. Light to import: this
+module needs nothing but typing; it sits below the modules that use it, knows the agent by the
+:class:`SessionAgent` protocol, and imports the undo log's module only when the log is first used.
 """
 
 from __future__ import annotations
 
-import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # types only: the session imports nothing heavy when the extension loads
@@ -24,13 +27,19 @@ if TYPE_CHECKING:  # types only: the session imports nothing heavy when the exte
     from ..redact import PrivateVariables
     from ..settings import Settings
     from ..tools.user import UserTools
+    from .cell import CellContext
     from .deadline import TurnWatch
     from .failures import FailedCell
     from .undo import UndoLog
 
+ATTRIBUTE = "qloop_session"  # the shell's attribute that holds its session
+# ``tools.NotebookSource`` (tools.py imports this module): the view of the running cell's notebook
+NotebookSource = Callable[[list[str] | None, bool], "dict[str, Any] | None"]
+
 
 class SessionAgent(Protocol):
-    """What the session reads of the kernel's agent (``agent.KernelAgent``)."""
+    """What the session reads of the kernel's agent (``agent.KernelAgent``, which imports this
+    module: the session knows it by this protocol)."""
 
     @property
     def manager(self) -> ConversationManager: ...
@@ -38,10 +47,14 @@ class SessionAgent(Protocol):
     @property
     def watch(self) -> TurnWatch | None: ...
 
+    def notebook_source(self, cell: CellContext | None) -> NotebookSource | None:
+        """What reads the running cell's notebook (``tools.NotebookSource``), or None."""
+
 
 class KernelSession:
     """The agent state of one kernel (one IPython shell)."""
 
+    # Any: the IPython shell, or any object with a user_ns (IPython is not imported here)
     def __init__(self, shell: Any) -> None:
         self.shell = shell
         # (cell id, source) of the cells run with a frontend cell id, oldest first (ledger.py)
@@ -55,7 +68,10 @@ class KernelSession:
         # Saved steps a Run All card approved ahead, by record digest (replay.py)
         self.approved_ahead: set[str] = set()
         self.config: Configurable | None = None  # the ``QloopAgent`` configurable (magic.py)
-        self.agent: SessionAgent | None = None  # made by the first agent cell or command
+        self.agent: SessionAgent | None = None  # made by the first agent cell, command or step
+        # Makes the kernel's agent from the ``QloopAgent`` configuration: given by the extension's
+        # magics when it loads (magic.py), None before
+        self.make_agent: Callable[[], SessionAgent] | None = None
         self._undo: UndoLog | None = None
         self._user_tools: UserTools | None = None
 
@@ -76,6 +92,20 @@ class KernelSession:
 
             self._user_tools = UserTools()
         return self._user_tools
+
+    def kernel_agent(self) -> SessionAgent:
+        """The kernel's agent, made on first use from the extension's configuration (settings
+        from config and environment); raises UsageError when those settings are invalid."""
+        if self.agent is None:
+            if self.make_agent is None:
+                raise RuntimeError("the qloop extension is not loaded in this kernel")
+            self.agent = self.make_agent()
+        return self.agent
+
+    def trusted_reprs(self) -> tuple[str, ...]:
+        """The classes the session's settings opt in to reads (``%agent set trusted_reprs``)."""
+        settings = self.settings
+        return settings.trusted_reprs if settings is not None else ()
 
     @property
     def watch(self) -> TurnWatch | None:
@@ -102,14 +132,13 @@ class KernelSession:
         return getattr(self.config, "mcp_servers", None)
 
 
-_sessions: weakref.WeakKeyDictionary[Any, KernelSession] = weakref.WeakKeyDictionary()
-
-
+# Any: the IPython shell as IPython's hooks and get_ipython() hand it over (untyped here)
 def session_for(shell: Any) -> KernelSession:
-    """The session of ``shell``, made on first use."""
-    found = _sessions.get(shell)
-    if found is None:
-        found = _sessions[shell] = KernelSession(shell)
+    """The session of ``shell`` (held by the shell itself), made on first use."""
+    found = getattr(shell, ATTRIBUTE, None)
+    if not isinstance(found, KernelSession):
+        found = KernelSession(shell)
+        setattr(shell, ATTRIBUTE, found)
     return found
 
 
@@ -124,6 +153,7 @@ def user_tools() -> UserTools:
     return session_for(shell).user_tools if shell is not None else UserTools()
 
 
+# Any: the IPython shell as a step's code or a test holds it
 def undo_log(shell: Any) -> UndoLog:
     """The undo log of the session on ``shell`` (made on first use)."""
     return session_for(shell).undo
