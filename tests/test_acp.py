@@ -32,7 +32,8 @@ def _server(root: Path, policy: str, env: dict[str, str] | None = None) -> Any:
     config = root.parent / "acp_config.py"
     scripted = {"name": "Scripted", "command": sys.executable, "args": [str(AGENT)]}
     loads = {**scripted, "name": "Scripted (resumes)", "env": {"SCRIPTED_AGENT_LOADS": "1"}}
-    agents = [scripted, loads]
+    missing = {"name": "Missing", "command": str(root.parent / "no-such-agent")}
+    agents = [scripted, loads, missing]
     config.write_text(f"c.QloopACP.agents = {agents!r}\nc.QloopACP.discover = False\n")
     return jupyter_server(
         root, f"--config={config}", f"--QloopMCP.policy={policy}",
@@ -159,7 +160,16 @@ def test_the_routes_need_the_servers_authentication(server: JupyterServer) -> No
     assert listed.json()["agents"] == [
         {"name": "Scripted", "command": sys.executable},
         {"name": "Scripted (resumes)", "command": sys.executable},
+        {"name": "Missing", "command": str(server.root.parent / "no-such-agent")},
     ]
+    missing = httpx.post(server.url + "qloop/acp/chats", json={"agent": "Missing"},
+                         headers=server.headers, timeout=30)  # fmt: skip
+    assert missing.status_code == 409
+    assert "cannot start Missing:" in missing.json()["message"]
+    assert "is not found" in missing.json()["message"]
+    unknown = httpx.post(server.url + "qloop/acp/chats", json={"agent": "Nobody"},
+                         headers=server.headers, timeout=30)  # fmt: skip
+    assert unknown.status_code == 404 and "no agent 'Nobody'" in unknown.json()["message"]
 
 
 # --- a chat -------------------------------------------------------------------------------------
@@ -328,6 +338,8 @@ def test_stop_cancels_the_turn(server: JupyterServer) -> None:
     async def play(chat: ChatDriver) -> list[Any]:
         await chat.post("prompt", text="slow")
         await chat.until(lambda e: e["kind"] == "update")
+        again = await chat.post("prompt", text="and this?")
+        assert again.status_code == 409 and "still answering" in again.json()["message"]
         stopped = await chat.post("cancel")
         assert stopped.status_code == 200, stopped.text
         return await chat.until(lambda e: e["kind"] == "turn_end")
