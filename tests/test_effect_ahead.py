@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,8 @@ import pytest
 from qloop_kernel.headless.runner import AgentNotebookClient
 from qloop_kernel.messages import ToolCall
 from qloop_kernel.notebook.ahead import RunAhead
+from qloop_kernel.notebook.code import CodeRunner
+from qloop_kernel.notebook.deadline import StepStopped
 from qloop_kernel.notebook_view import notebook_view
 from qloop_kernel.policy.admin import ADMIN_ENV
 from qloop_kernel.policy.grants import Grant, Grants
@@ -40,11 +43,15 @@ LOOK = (
 
 
 def serve(
-    lab: Any, cell: str, cells: list[dict[str, Any]], decision: dict[str, Any], look: str
+    lab: Any,
+    cell: str,
+    cells: list[dict[str, Any]],
+    decide: Callable[[dict[str, Any]], dict[str, Any]],
+    look: str,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Play the page until the cell ends: the hello, every read_notebook, and each proposal,
-    answered with ``decision`` after running ``look`` on a subshell while it waits (the main
-    shell is busy with the turn). The proposals shown, and what ``look`` printed for each."""
+    answered with ``decide(proposal)`` after running ``look`` on a subshell while it waits (the
+    main shell is busy with the turn). The proposals shown, and what ``look`` printed for each."""
     comm_id = answer_hello(lab, cell, "work/ahead.ipynb", OPERATIONS)
     subshell = lab.create_subshell()
     seen: set[str] = set()
@@ -66,7 +73,7 @@ def serve(
         else:
             shown.append(request["proposal"])
             looked.append(lab.run(look, subshell_id=subshell).strip())
-            answer.update(decision)
+            answer.update(decide(request["proposal"]))
         lab.comm_msg(comm_id, answer)
     return shown, looked
 
@@ -91,7 +98,7 @@ def fix_with(
     fail(lab, FAILING, "lookup")
     cell = lab.execute("%agent fix lookup", cell_id="fixer")
     cells = [code("setup", SETUP), code("lookup", FAILING), code("fixer", "%agent fix lookup")]
-    shown, looked = serve(lab, cell, cells, accepted(source), look)
+    shown, looked = serve(lab, cell, cells, lambda proposal: accepted(source), look)
     assert lab.complete(cell, 60)["content"]["status"] == "ok"
     assert len(shown) == 1
     return shown[0], looked, cell
@@ -164,6 +171,34 @@ def test_a_run_ahead_past_its_time_limit_is_interrupted_and_says_so(
         "note": "not run ahead to its end: it took longer than 2 s and was interrupted",
     }
     assert looked == ["(5, 1) True True False False"]
+
+
+@pytest.mark.kernel
+def test_an_added_cell_shows_its_effect_and_an_edit_of_a_markdown_cell_none(
+    lab: Any, api: StandInAPI
+) -> None:
+    api.set_script([
+        Reply([tool_use("add_cell", {"source": "df.describe()", "after": "setup"}),
+               tool_use("edit_cell", {"cell_id": "notes", "source": "Summary"})]),
+        Reply([text("Described.")]),
+    ])  # fmt: skip
+    lab.run(SETUP, cell_id="setup")
+    lab.run("%agent set ask_read off")  # read steps run unasked: read code runs ahead
+    cell = lab.execute("%%agent\nDescribe df.", cell_id="agent")
+    notes = {"id": "notes", "cell_type": "markdown", "source": "# Notes", "metadata": {}}
+    cells = [code("setup", SETUP), notes, code("agent", "%%agent\nDescribe df.")]
+
+    def decide(proposal: dict[str, Any]) -> dict[str, Any]:
+        target = proposal.get("target", "added")
+        return {"decision": "accepted", "cell_id": target, "source": proposal["source"]}
+
+    shown, looked = serve(lab, cell, cells, decide, LOOK)
+    assert lab.complete(cell, 60)["content"]["status"] == "ok"
+    assert [(p["kind"], p.get("effect")) for p in shown] == [
+        ("add", {"changes": [], "note": ""}),  # read code: it changes no variable
+        ("edit", None),  # a markdown cell's text is not run
+    ]
+    assert looked == ["(5, 1) True True False False"] * 2
 
 
 def test_qloop_run_runs_no_proposal_ahead() -> None:
@@ -239,3 +274,17 @@ def test_the_pipeline_decides_a_run_ahead_as_a_step_policy_grants_and_admin_floo
     held = why_not(WRITE, ApprovalPolicy("auto"))
     assert held is not None and "every 'write' step needs a person's approval" in held
     assert why_not(WRITE, ApprovalPolicy("ask"), granted) == held  # nor does a grant run it
+
+
+def test_the_note_says_what_stopped_a_run_ahead() -> None:
+    ahead = RunAhead(None, CodeRunner(None, timeout_s=2), None)  # type: ignore[arg-type]
+    breach = "the step changed how approval works (the policies); the turn was stopped"
+    assert ahead._note(None, breach, 0.1) == (
+        "run ahead, it changed how approval works; that was put back"
+    )
+    stopped = StepStopped("stopped by the Stop button")
+    assert ahead._note(stopped, None, 0.5) == "not run ahead to its end: stopped by the Stop button"
+    assert ahead._note(StepStopped("limit"), None, 2.0).endswith(
+        "longer than 2 s and was interrupted"
+    )
+    assert ahead._note(None, None, 0.1) == ""

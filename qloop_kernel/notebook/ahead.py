@@ -4,12 +4,14 @@ Where the page shows a proposed code cell (an ``edit_cell`` or a code ``add_cell
 class is ``read`` or ``write``, the one pipeline is asked about a ``run_code`` step of that code as
 it would decide one (the policy, the admin floor's ``always_ask``, the grants; nobody is asked).
 Where it would run without asking, the code runs as a step runs (the same ``CodeRunner``, under the
-undo snapshot and the step guard) for at most ``AHEAD_S``, its changes report is taken, and the run
-is undone at once: the variables it changed hold their saved values again, those it created are
-gone, checked by their fingerprints. The proposal carries the report's lines ("would change: df:
-DataFrame 5×1 → 5×2, added column b"), or why it was not run ahead. What the code printed or
-displayed is dropped, nothing of it reaches the cell or the record, the model is not told, and the
-undo log is as it was (the run is no step Undo could take back). ``qloop run`` runs nothing ahead.
+undo snapshot and the step guard) for at most ``AHEAD_S``, and its changes report is taken. It runs
+on the snapshot's copies of the variables it may change (code the snapshot cannot copy entirely is
+not run), and afterwards every name is bound to its own object again and the names it made are
+gone: the namespace is exactly as before, aliases included, which the fingerprints confirm. The
+proposal carries the report's lines ("would change: df: DataFrame 5×1 → 5×2, added column b"), or
+why it was not run ahead. What the code printed or displayed is dropped, nothing of it reaches the
+cell or the record, the model is not told, and the undo log is as it was (the run is no step Undo
+could take back). ``qloop run`` runs nothing ahead.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from ..messages import ToolCall
 from ..policy.permissions import Approve
 from ..redact import redact_text
 from ..text import clip
-from ..values.fingerprint import fingerprint
+from ..values.fingerprint import change_lines, fingerprint
 from .code import CodeRunner
 from .deadline import StepStopped
 from .display import line
@@ -144,7 +146,7 @@ class RunAhead:
         if isinstance(ran.error, KeyboardInterrupt):
             raise KeyboardInterrupt  # the user's interrupt ends the turn
         with ran.redacting():  # the private values the code saw are redacted too
-            changes = tuple(redact_text(text) for text in ran.step.lines())
+            changes = tuple(redact_text(text) for text in change_lines(ran.step.changes))
             note = self._note(ran.error, breach, took)
         left = not_as_before(ran.step, namespace)
         if left:
@@ -169,8 +171,8 @@ class RunAhead:
 
     def _note(self, error: BaseException | None, breach: str | None, took: float) -> str:
         """Why the run ahead says no changes: it raised, ran out of time or was stopped."""
-        if breach is not None:
-            return f"its run ahead was stopped: {breach}"
+        if breach is not None:  # the guard put it back: the turn goes on, the bar says so
+            return "run ahead, it changed how approval works; that was put back"
         limit = self.runner.timeout_s or AHEAD_S
         if isinstance(error, StepStopped) and took >= limit:
             return f"not run ahead to its end: it took longer than {limit:g} s and was interrupted"
