@@ -457,3 +457,17 @@ def test_a_hosted_agents_decisions_are_traced_like_outside_calls(tmp_path: Path)
     refused = by_name["execute_tool fs/write_text_file"]
     assert (refused["qloop.decision"], refused["qloop.risk_class"]) == ("denied", "external")
     assert SECRET.encode() not in receiver.raw()
+
+
+def test_ending_a_chat_stops_its_agent(server: JupyterServer) -> None:
+    async def play(chat: ChatDriver) -> tuple[int, httpx.Response, httpx.Response]:
+        pid = int(said(await chat.turn("pid")).split()[1])
+        assert _alive(pid)
+        url = server.url + f"qloop/acp/chats/{chat.id}"
+        ended = await chat.http.delete(url)
+        after = await chat.post("prompt", text="still there?")
+        return pid, ended, after
+
+    pid, ended, after = run(scenario(server, play))
+    assert ended.status_code == 200 and not _alive(pid)
+    assert after.status_code == 404 and "no chat" in after.json()["message"]
