@@ -3,6 +3,7 @@
  * Run plan sends, the cell that runs it and the Plan first toggle.
  */
 import { MimeModel } from '@jupyterlab/rendermime';
+import { ReadonlyPartialJSONValue } from '@lumino/coreutils';
 import { readFileSync } from 'fs';
 import { join } from 'path';
 
@@ -27,7 +28,7 @@ async function render(data: unknown): Promise<PlanRenderer> {
   const renderer = new PlanRenderer(rendererOptions(PLAN_MIME));
   document.body.appendChild(renderer.node);
   await renderer.renderModel(
-    new MimeModel({ data: { [PLAN_MIME]: data as any } })
+    new MimeModel({ data: { [PLAN_MIME]: data as ReadonlyPartialJSONValue } })
   );
   return renderer;
 }
