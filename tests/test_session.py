@@ -120,3 +120,17 @@ def test_the_shell_holds_its_session_which_makes_the_agent_for_every_caller(
 def test_a_session_without_the_extension_makes_no_agent() -> None:
     with pytest.raises(RuntimeError, match="not loaded"):
         session_for(_Shell()).kernel_agent()
+
+
+def test_the_agents_steps_belong_to_the_session_it_was_given(shell: InteractiveShell) -> None:
+    session = session_for(shell)
+    agent = shell.magics_manager.registry["AgentMagics"].agent
+    run_code = {t.name: t for t in agent.tools(agent.manager.settings)}["run_code"]
+    other = KernelSession(shell)
+    shell.qloop_session = other  # type: ignore[attr-defined]
+    try:  # whatever the shell holds now, the agent's runner keeps the session it was passed
+        run_code.call(run_code.input_model(code="given_value = 41"))
+    finally:
+        shell.qloop_session = session  # type: ignore[attr-defined]
+    assert shell.user_ns["given_value"] == 41
+    assert session.undo.latest is not None and other.undo.latest is None

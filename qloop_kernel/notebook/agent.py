@@ -145,7 +145,7 @@ class KernelAgent:
         """The turn's tools; read_notebook only where the running cell's notebook can be read,
         add_cell and edit_cell where proposals can be shown or applied."""
         if self._builtins is None:
-            self._builtins = BuiltinTools(self.shell, private=self.session.private_variables)
+            self._builtins = BuiltinTools(self.shell, session=self.session)
         builtin = self._builtins.for_turn(
             code_timeout_s=settings.code_timeout,
             notebook=self.notebook_source(cell),
@@ -180,7 +180,7 @@ class KernelAgent:
         runs = None
         if port is not None:
             private = self.session.private_variables()
-            runner = CodeRunner(self.shell, timeout_s=settings.code_timeout, private=private)
+            runner = CodeRunner(self.shell, settings.code_timeout, private, session=self.session)
             runs = CellRuns(cell.cell_id, port, runner)
         classify = code_classifier(self.shell)
         return CellProposals(cell.cell_id, page, view_ids, classify, runs=runs, undo=self.undo,

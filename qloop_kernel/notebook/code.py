@@ -13,7 +13,7 @@ import contextlib
 import sys
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from IPython.display import display
 
@@ -27,10 +27,7 @@ from ..values.summaries import bounded_repr
 from .clusters import ClusterStep, stop_message
 from .deadline import StepStopped, shielded, time_limit
 from .descriptors import descriptor_output
-from .session import session_for
-
-if TYPE_CHECKING:
-    from .deadline import TurnWatch
+from .session import KernelSession, session_for
 
 MAX_IMAGES = 4
 MAX_IMAGE_BASE64 = 2_000_000  # about 1.5 MB of PNG
@@ -48,6 +45,15 @@ class CodeRunner:
     timeout_s: float | None = None
     private: PrivateVariables | None = None  # their values are redacted from what the code shows
     max_output_chars: int | None = None  # None: the session's setting (`%agent set`)
+    # The kernel's session (its undo log, settings and running turn), passed by its owner; None:
+    # the shell's (a runner made from the shell alone)
+    session: KernelSession | None = None
+
+    def kernel_session(self) -> KernelSession:
+        """The session this runner's steps belong to."""
+        if self.session is None:
+            self.session = session_for(self.shell)
+        return self.session
 
     def run_code(self, code: str) -> list[Block]:
         """Run Python code in the user's live Jupyter kernel namespace (variables persist between
@@ -60,7 +66,8 @@ class CodeRunner:
         ran = self.execute(code)
         with ran.redacting():
             # The outputs appear in the agent cell, below the call's card, bounded like the model's view.
-            show_bounded(ran.captured, self.max_output_chars or session_output_limit(self.shell))
+            limit = self.max_output_chars or output_limit(self.kernel_session())
+            show_bounded(ran.captured, limit)
             content = ran.content()
         return ran.answer(content)
 
@@ -71,10 +78,9 @@ class CodeRunner:
         (a notebook cell the agent runs shows it as its own ``Out``)."""
         from IPython.utils.capture import capture_output
 
-
         private = self.private or PrivateVariables()
         before = private.values(self.shell.user_ns)
-        log = session_for(self.shell).undo
+        log = self.kernel_session().undo
         snapshot = log.begin(code)  # what the step may change, saved for undo
         kernel_streams = (sys.stdout, sys.stderr)
         clusters = ClusterStep.begin()  # what the step starts on dask or Spark, stopped with it
@@ -97,7 +103,7 @@ class CodeRunner:
             with shielded() as shield:
                 step = log.finish(snapshot, private=private.names)
                 error = _error_of(result)
-                stop = stop_message(error, _turn_watch(self.shell), code_limit)
+                stop = stop_message(error, self.kernel_session().watch, code_limit)
                 cancelled = clusters.end(stopped=result is None or stop is not None)
                 if stop is not None:  # what follows reports the stop: no user code runs in it
                     shield.keep()
@@ -201,9 +207,14 @@ def show_bounded(captured: Any, limit: int) -> None:
         display({**images, "text/plain": bounded_output(plain, limit)}, raw=True)
 
 
-def session_output_limit(shell: Any) -> int:
+def session_output_limit(shell: Any) -> int:  # Any: the IPython shell
+    """The ``max_output_chars`` of the shell's session (the default without an agent)."""
+    return output_limit(session_for(shell))
+
+
+def output_limit(session: KernelSession) -> int:
     """The session's ``max_output_chars`` (the default without an agent)."""
-    settings = session_for(shell).settings
+    settings = session.settings
     return settings.max_output_chars if settings is not None else MAX_OUTPUT_CHARS
 
 
@@ -224,11 +235,6 @@ def _code_limit(seconds: float | None) -> tuple[float, str] | None:
 
 def _error_of(result: Any) -> BaseException | None:
     return None if result is None else result.error_before_exec or result.error_in_exec
-
-
-def _turn_watch(shell: Any) -> TurnWatch | None:
-    """The running turn's watch (Stop button, ``--timeout``), or None outside a turn."""
-    return session_for(shell).watch
 
 
 def _content(

@@ -129,7 +129,7 @@ class OutsideHost:
 
     def _builtins(self) -> BuiltinTools:
         if self._tools is None:
-            self._tools = BuiltinTools(self.shell, private=self.session.private_variables)
+            self._tools = BuiltinTools(self.shell, session=self.session)
         return self._tools
 
     def _agent(self) -> KernelAgent:

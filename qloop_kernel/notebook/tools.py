@@ -16,7 +16,7 @@ from ..tools import history, namespace
 from ..tools.namespace import MAX_ROWS
 from ..tools.runtime import Tool
 from .code import CodeRunner
-from .session import session_for
+from .session import KernelSession, session_for
 
 if TYPE_CHECKING:
     from ..policy.risk import Assessment
@@ -43,7 +43,9 @@ def builtin_tools(
     ``running_cell``: the agent cell's id, marked in that view.
     """
     made = BuiltinTools(shell, private=(lambda: private) if private is not None else None)
-    return made.for_turn(code_timeout_s=code_timeout_s, notebook=notebook, running_cell=running_cell)
+    return made.for_turn(
+        code_timeout_s=code_timeout_s, notebook=notebook, running_cell=running_cell
+    )
 
 
 @dataclass(frozen=True)
@@ -59,12 +61,17 @@ class BuiltinTools:
     :meth:`for_turn` binds them to a turn: its code time limit, its notebook and its cell."""
 
     def __init__(
-        self, shell: Any, *, private: Callable[[], PrivateVariables] | None = None
+        self,
+        shell: Any,  # Any: the IPython shell
+        *,
+        private: Callable[[], PrivateVariables] | None = None,
+        session: KernelSession | None = None,  # the kernel's session; None: the shell's
     ) -> None:
         self.shell = shell
+        self.session = session or session_for(shell)
         self.binding = TurnBinding()
-        self.private = private or (lambda: session_private_variables(shell))
-        self.runner = CodeRunner(shell, private=None)
+        self.private = private or self.session.private_variables
+        self.runner = CodeRunner(shell, private=None, session=self.session)
         self._tools = self._build()
 
     def for_turn(
@@ -81,7 +88,7 @@ class BuiltinTools:
         self.runner.private = self.private()
         offered = [t for t in self._tools if t.name != "read_notebook" or notebook is not None]
 
-        return session_for(self.shell).user_tools.with_registered(offered)
+        return self.session.user_tools.with_registered(offered)
 
     def _build(self) -> list[Tool]:
         return _builtin_set(self)
@@ -184,6 +191,7 @@ def _builtin_set(tools: BuiltinTools) -> list[Tool]:
 def code_classifier(shell: Any) -> Callable[[dict[str, Any]], Assessment]:
     """The risk class of a ``run_code`` input: the source IPython would run (magics and ``!``
     transformed), against the names the user's namespace holds now. Nothing is executed."""
+
     def assess(input: dict[str, Any]) -> Assessment:
         code = str(input.get("code", ""))
         source = shell.transform_cell(code)
