@@ -12,12 +12,13 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 from jupyter_client import BlockingKernelClient
 from mcp import types
 from pydantic import TypeAdapter
 
-from qloop_kernel.records.protocol_schema import HostAnswer
+from qloop_kernel.records.protocol_schema import STOPPED_BEFORE, HostAnswer
 from tests.jupyter_server import JupyterServer, jupyter_server
 from tests.kernel_client import LabKernel
 from tests.test_mcp_server import call, run, session, text
@@ -50,7 +51,10 @@ def step(kernel: LabKernel, comm_id: str, code: str, client: str = "claude-code"
         "client": client, "code": code, "timeout_s": 60.0,
     }  # fmt: skip
     msg_id = kernel.comm_msg(comm_id, request)
-    [answer] = kernel.wait_for(lambda: kernel.messages(msg_id, "comm_msg") or None, 60)
+    [started, answer] = kernel.wait_for(
+        lambda: found if len(found := kernel.messages(msg_id, "comm_msg")) > 1 else None, 60
+    )
+    assert started["content"]["data"] == {"op": "started", "request_id": request["request_id"]}
     data = answer["content"]["data"]
     assert data["request_id"] == request["request_id"]
     return TypeAdapter(HostAnswer).validate_python(data)
@@ -104,9 +108,21 @@ def answered(kernel: LabKernel, request_id: str) -> dict[str, Any] | None:
     """The host's answer to ``request_id`` (sent after the cell: under whichever parent)."""
     for channel, message in kernel.history():
         data = message["content"].get("data") if channel == "iopub" else None
-        if message["msg_type"] == "comm_msg" and (data or {}).get("request_id") == request_id:
-            return dict(data)
+        found = data or {}
+        ours = message["msg_type"] == "comm_msg" and found.get("request_id") == request_id
+        if ours and found.get("op") == "ack":
+            return dict(found)
     return None
+
+
+def began(kernel: LabKernel, request_id: str) -> bool:
+    """Whether the host said it began to run ``request_id``."""
+    return any(
+        message["msg_type"] == "comm_msg"
+        and message["content"].get("data") == {"op": "started", "request_id": request_id}
+        for channel, message in kernel.history()
+        if channel == "iopub"
+    )
 
 
 WAITING_CELL = """
@@ -141,6 +157,27 @@ def test_a_step_sent_while_a_cell_waits_for_a_click_runs_after_that_cell(
     assert answer["status"] == "ok" and "from the step" in answer["text"]
     assert kernel.run("print(order)").strip() == "['cell', 'step']"
     assert "from the step" not in kernel.stdout(cell)  # never in the waiting cell's outputs
+
+
+def test_a_step_cancelled_while_it_waits_behind_a_cell_never_runs(
+    hosted: tuple[LabKernel, str],
+) -> None:
+    kernel, comm_id = hosted
+    cell = kernel.execute(WAITING_CELL)
+    button = kernel.wait_for_button("release", parent=cell)
+    request = {
+        "op": "run_step", "request_id": "cancelled", "call_id": "outside-cancelled",
+        "client": "claude-code", "code": "cancelled_ran = 1", "timeout_s": 60.0,
+    }  # fmt: skip
+    kernel.comm_msg(comm_id, request)
+    kernel.comm_msg(comm_id, {"op": "cancel", "request_id": "cancelled"})
+    kernel.round_trip(button)  # both dispatched: the step waits behind the cell
+    kernel.click(button)
+    kernel.complete(cell)
+    answer = kernel.wait_for(lambda: answered(kernel, "cancelled"), 60)
+    assert answer["status"] == "refused" and answer["text"] == STOPPED_BEFORE
+    assert not began(kernel, "cancelled")
+    assert kernel.run("print('cancelled_ran' in dir())").strip() == "False"
 
 
 # -- through the Jupyter server ------------------------------------------------------------------
@@ -287,3 +324,47 @@ def test_after_a_restart_the_server_connects_again_and_the_new_kernel_hosts_step
     after = run(step("y = 2"))
     assert not before.is_error and "x: created" in text(before)
     assert not after.is_error and "y: created" in text(after), text(after)
+
+
+def test_stop_before_a_step_begins_leaves_the_cell_it_waits_behind_alone(tmp_path: Any) -> None:
+    """Stop on the card of a step queued behind the user's running cell interrupts the step once
+    it begins, never the user's cell."""
+    from tests.jupyter_server import Page
+
+    env = {"JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
+    with jupyter_server(tmp_path / "root", env=env) as server:
+        path = notebook(server)
+        user = kernel_client(server, path)
+        cell: list[str] = []
+
+        def approve(card: dict[str, Any]) -> dict[str, Any]:
+            # the user runs a cell just before approving: the step is queued behind it
+            cell.append(user.execute("import time\ntime.sleep(4)\nuser_done = 1"))
+            return {"decision": "approve", "reason": ""}
+
+        async def scenario() -> types.CallToolResult:
+            async with session(server) as client:
+                page = Page(server, path, approve)
+                async with page.open():
+                    code = "import time\ntime.sleep(60)\nslept = 1"
+                    task = asyncio.create_task(call(client, "run_code", path=path, code=code))
+                    while not page.running:
+                        await asyncio.sleep(0.05)
+                    async with httpx.AsyncClient(headers=server.headers) as http:
+                        stop = await http.post(
+                            server.url + "qloop/outside/stop", json={"id": page.running[0]["id"]}
+                        )
+                    assert stop.status_code == 200
+                    return await asyncio.wait_for(task, 40)
+
+        try:
+            result = run(scenario())
+            reply = user.get_shell_msg(timeout=30)
+            while reply["parent_header"].get("msg_id") != cell[0]:
+                reply = user.get_shell_msg(timeout=30)
+            after = in_kernel(user, "print('user_done' in dir(), 'slept' in dir())")
+        finally:
+            user.stop_channels()
+    assert reply["content"]["status"] == "ok"  # the user's cell was not interrupted
+    assert result.is_error and "KeyboardInterrupt" in text(result), text(result)
+    assert after.strip() == "True False"

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, cast
 from ..messages import ToolCall
 from ..policy.permissions import PolicyDenier
 from ..policy.pipeline import Provenance
+from ..records.protocol_schema import STOPPED_BEFORE
 from ..redact import redact_text
 from ..tools.runtime import ToolRuntime
 from .guard import StepGuard
@@ -59,16 +60,29 @@ class OutsideHost:
         self.shell = shell
         self.session = session_for(shell)
         self._tools: BuiltinTools | None = None
+        self._cancelled: set[str] = set()  # steps stopped before they started
 
     # Any: ipykernel's Comm and its message dict (the comm package is untyped)
     def opened(self, comm: Any, msg: dict[str, Any]) -> None:
         comm.on_msg(lambda message: self.received(comm, message))
 
     def received(self, comm: Any, message: dict[str, Any]) -> None:
-        """One request: run it now, or once the cell that waits for a click has ended."""
+        """One request: run it now, or once the cell that waits for a click has ended; a cancel
+        of a step that has not started yet (Stop on the card) keeps it from running."""
         request = message.get("content", {}).get("data", {})
-        if not isinstance(request, dict) or request.get("op") != "run_step":
+        if not isinstance(request, dict):
             return  # not of the protocol: nobody waits for an answer
+        request_id = str(request.get("request_id", ""))
+        if request.get("op") == "cancel":
+            self._cancelled.add(request_id)
+            return
+        if request.get("op") != "run_step":
+            return
+        if request_id in self._cancelled:
+            self._cancelled.discard(request_id)
+            comm.send({"op": "ack", "request_id": request_id, "ok": True, "status": "refused",
+                       "text": STOPPED_BEFORE, "images": []})  # fmt: skip
+            return
         if self._busy():
             try:
                 loop = asyncio.get_running_loop()
@@ -77,6 +91,9 @@ class OutsideHost:
             if loop is not None:
                 loop.call_later(BUSY_RETRY_S, self.received, comm, message)
                 return
+        # The server interrupts the kernel for a Stop only once the step has started, so an
+        # interrupt never lands in a cell the step waited behind.
+        comm.send({"op": "started", "request_id": request_id})
         comm.send(self.answer(request))  # type: ignore[arg-type]
 
     def _busy(self) -> bool:

@@ -446,5 +446,26 @@ class HostAnswer(TypedDict):
     not_undone: NotRequired[list[str]]
 
 
+@_closed
+class HostCancel(TypedDict):
+    """Stop on the card of a step the host has not begun: it is answered ``refused`` without
+    running (one that has begun is interrupted instead)."""
+
+    op: Literal["cancel"]
+    request_id: str
+
+
+@_closed
+class HostStarted(TypedDict):
+    """The host begins to run the step: from now on a Stop interrupts the kernel (before, the
+    interrupt would land in whatever the step waits behind)."""
+
+    op: Literal["started"]
+    request_id: str
+
+
+# What a step stopped before it began answers.
+STOPPED_BEFORE = "stopped before it ran: nothing of it ran"
+
 # A message of the ``qloop.host`` comm, either way.
-HostMessage = TypeAliasType("HostMessage", HostRequest | HostAnswer)
+HostMessage = TypeAliasType("HostMessage", HostRequest | HostCancel | HostStarted | HostAnswer)

@@ -30,6 +30,7 @@ import zmq.asyncio
 from jupyter_client.session import Session
 
 from ..errors import QloopError
+from ..records.protocol_schema import STOPPED_BEFORE
 from .broker import notebook_key
 
 if TYPE_CHECKING:
@@ -103,6 +104,8 @@ class KernelConnection:
         self._replies: dict[str, asyncio.Future[dict[str, Any]]] = {}  # by parent msg_id
         self._seen: dict[str, asyncio.Event] = {}  # an IOPub message of this parent arrived
         self._answers: dict[str, asyncio.Future[dict[str, Any]]] = {}  # host answers by request
+        self._started: set[str] = set()  # steps the host has begun to run
+        self._stop_wanted: set[str] = set()  # steps stopped before they began
         self._reader = asyncio.ensure_future(self._read())
 
     def current(self, kernel: Any) -> bool:
@@ -153,7 +156,35 @@ class KernelConnection:
             self.host = None
             return
         data = msg.get("content", {}).get("data") or {}
-        _settle(self._answers.pop(str(data.get("request_id", "")), None), data)
+        request_id = str(data.get("request_id", ""))
+        if data.get("op") == "started":
+            if request_id in self._answers:
+                self._started.add(request_id)
+                if request_id in self._stop_wanted:  # Stop came before the step began
+                    self._interrupt()
+            return
+        _settle(self._answers.pop(request_id, None), data)
+
+    def began(self, request_id: str) -> bool:
+        """Whether the host has begun to run the step ``request_id``."""
+        return request_id in self._started
+
+    def stop(self, request_id: str) -> None:
+        """Stop a step: interrupt the kernel once the step runs, never before (the interrupt
+        would land in whatever the step waits behind: a user's cell); ask the host to drop a
+        step that has not started."""
+        if request_id in self._started and request_id in self._answers:
+            self._interrupt()
+            return
+        self._stop_wanted.add(request_id)  # not sent yet: :meth:`step` will not send it
+        if request_id in self._answers and self.host is not None:
+            self.send("comm_msg", {"comm_id": self.host,
+                                   "data": {"op": "cancel", "request_id": request_id}})  # fmt: skip
+
+    def _interrupt(self) -> None:
+        done = self.kernel.interrupt_kernel()
+        if inspect.isawaitable(done):
+            asyncio.ensure_future(done)
 
     def send(self, msg_type: str, content: dict[str, Any]) -> str:
         """Send a shell message; its msg_id."""
@@ -199,6 +230,10 @@ class KernelConnection:
         """Forward one step to the kernel's host; its answer (the caller bounds the wait)."""
         assert self.host is not None
         request_id = request["request_id"]
+        if request_id in self._stop_wanted:  # stopped before it was sent
+            self._stop_wanted.discard(request_id)
+            return {"op": "ack", "request_id": request_id, "ok": True, "status": "refused",
+                    "text": STOPPED_BEFORE, "images": []}  # fmt: skip
         waiting = self._answers[request_id] = asyncio.get_running_loop().create_future()
         try:
             self.send("comm_msg", {"comm_id": self.host, "data": dict(request)})
@@ -206,6 +241,8 @@ class KernelConnection:
             return answer
         finally:
             self._answers.pop(request_id, None)
+            self._started.discard(request_id)
+            self._stop_wanted.discard(request_id)
 
 
 async def _both(reply: asyncio.Future[dict[str, Any]], seen: asyncio.Event) -> None:
@@ -238,6 +275,7 @@ class Kernels:
     def __init__(self, serverapp: Any) -> None:
         self.serverapp = serverapp
         self._connections: dict[str, KernelConnection] = {}
+        self._stopped: set[str] = set()  # steps stopped before their kernel was connected
         self._locks: dict[str, asyncio.Lock] = {}
         events = getattr(serverapp, "event_logger", None)
         if events is not None:  # a kernel shut down or restarted: its connection goes
@@ -338,18 +376,23 @@ class Kernels:
         return connection
 
     async def run(
-        self, kernel_id: str, code: str, timeout_s: float, client: str = "an outside agent"
-    ) -> RunResult:
+        self, kernel_id: str, code: str, timeout_s: float, client: str = "an outside agent",
+        request_id: str | None = None,
+    ) -> RunResult:  # fmt: skip
         """Have the kernel session run ``code`` as a step of ``client`` (undo, step guard,
         changes); what it printed, returned and changed. A kernel that dies or restarts
-        meanwhile ends the call at once (no answer will come)."""
+        meanwhile ends the call at once (no answer will come). ``request_id`` names the step
+        for :meth:`stop`."""
         gone = RunResult(error="\n[the kernel died or restarted while this ran]\n", status="gone")
         try:
             connection = await self.hosted(kernel_id)
         except ConnectionClosed:  # restarted while the host was being set up
             return gone
+        if request_id is not None and request_id in self._stopped:
+            self._stopped.discard(request_id)
+            connection.stop(request_id)
         request: HostRequest = {
-            "op": "run_step", "request_id": uuid.uuid4().hex, "client": client,
+            "op": "run_step", "request_id": request_id or uuid.uuid4().hex, "client": client,
             "call_id": f"outside-{uuid.uuid4().hex[:12]}", "code": code, "timeout_s": timeout_s,
         }  # fmt: skip
         running = asyncio.ensure_future(connection.step(request))
@@ -365,14 +408,29 @@ class Kernels:
             closed = isinstance(running.exception(), ConnectionClosed)
             # A shutdown interrupts the kernel first: the step's answer says so before it dies.
             return gone if closed or self._going(kernel_id) else _result(running.result())
-        running.cancel()
         if watch in done:
+            running.cancel()
             self._drop(kernel_id)
             return gone
-        await self.interrupt(kernel_id)
+        began = connection.began(request["request_id"])
+        connection.stop(request["request_id"])  # interrupted if it runs, else never run
+        running.cancel()
+        if not began:  # it waited behind the kernel's other work all this time
+            return RunResult(
+                error=f"\n[not run: the kernel was busy for {timeout_s:.0f} s]\n", status="timeout"
+            )
         return RunResult(
             error=f"\n[interrupted: still running after {timeout_s:.0f} s]\n", status="timeout"
         )
+
+    def stop(self, kernel_id: str, request_id: str) -> None:
+        """Stop the step ``request_id`` (Stop on its card): interrupted once it runs, dropped if
+        it has not started; nothing when it has ended or its kernel is gone."""
+        connection = self._connections.get(kernel_id)
+        if connection is not None:
+            connection.stop(request_id)
+        else:  # not connected yet: :meth:`run` hands it on once it is
+            self._stopped.add(request_id)
 
     def _going(self, kernel_id: str) -> bool:
         """The kernel is gone, or shutting down (to stop, or to restart)."""

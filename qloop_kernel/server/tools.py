@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from dataclasses import replace
 from typing import Any, Literal
 
@@ -152,13 +153,14 @@ class OutsideTools:
         if not verdict.run:
             self._record(step, verdict, None)
             return _error(verdict.message)
+        request_id = uuid.uuid4().hex
         try:
             if verdict.approval_id is not None:
                 self.broker.running(
-                    verdict.approval_id, lambda: _later(self.kernels.interrupt(kernel_id))
+                    verdict.approval_id, lambda: self.kernels.stop(kernel_id, request_id)
                 )
             ran = await self.kernels.run(
-                kernel_id, verdict.code, self.config.call_timeout_s, step.client
+                kernel_id, verdict.code, self.config.call_timeout_s, step.client, request_id
             )
         finally:
             if verdict.approval_id is not None:

@@ -396,12 +396,21 @@ export interface HostAnswer {
   not_undone?: string[];
 }
 
+/**
+ * Stop on the card of a step the host has not begun: it is answered ``refused`` without
+ * running (one that has begun is interrupted instead).
+ */
+export interface HostCancel {
+  op: 'cancel';
+  request_id: string;
+}
+
 export interface HostImage {
   mime: string;
   data: string;
 }
 
-export type HostMessage = HostRequest | HostAnswer;
+export type HostMessage = HostRequest | HostCancel | HostStarted | HostAnswer;
 
 /**
  * An outside agent's step the server has decided to run (its policy, a grant or the card):
@@ -414,6 +423,15 @@ export interface HostRequest {
   client: string;
   code: string;
   timeout_s: number | null;
+}
+
+/**
+ * The host begins to run the step: from now on a Stop interrupts the kernel (before, the
+ * interrupt would land in whatever the step waits behind).
+ */
+export interface HostStarted {
+  op: 'started';
+  request_id: string;
 }
 
 /**
