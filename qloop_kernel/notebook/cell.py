@@ -9,13 +9,8 @@ from IPython.core.error import UsageError
 
 from ..errors import QloopError
 from ..notebook_view import CELLS_KEY, NOTEBOOK_VIEW_KEY
+from .failures import assist_of
 from .store import NotebookStore
-
-# The execute request of the page's Fix, Explain or Edit with agent of a cell carries this in its
-# metadata (with the cell's id as ``cellId``): its outputs go to the page's assist area beside the
-# cell, not into the cell, and the page saves its record under the cell's ``qloop_assist`` key.
-ASSIST_KEY = "qloopAssist"
-ASSIST_ACTIONS = ("fix", "explain", "edit")
 
 
 class AgentError(QloopError, UsageError):
@@ -50,7 +45,6 @@ def current_cell(shell: Any) -> CellContext:
     metadata = (parent or {}).get("metadata") or {}
     cell_id = metadata.get("cellId")
     client = ((parent or {}).get("header") or {}).get("session")
-    assist = metadata.get(ASSIST_KEY)
     return CellContext(
         cell_id if isinstance(cell_id, str) and cell_id else None,
         metadata.get("qloop"),
@@ -58,14 +52,8 @@ def current_cell(shell: Any) -> CellContext:
         client=client if isinstance(client, str) else None,
         notebook=metadata.get(NOTEBOOK_VIEW_KEY) if metadata.get("qloopHeadless") else None,
         cells=metadata.get(CELLS_KEY) if metadata.get("qloopHeadless") else None,
-        assist=assist if assist in ASSIST_ACTIONS else None,
+        assist=assist_of(metadata),
     )
-
-
-def assist_running(shell: Any) -> bool:
-    """Whether the request running now is the page's Fix, Explain or Edit of a cell: not a run of
-    that cell, so the hooks that follow the cells' runs leave it out."""
-    return current_cell(shell).assist is not None
 
 
 def store_for(cell: CellContext) -> NotebookStore:

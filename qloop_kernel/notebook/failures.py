@@ -22,8 +22,6 @@ import traceback
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .cell import assist_running
-
 if TYPE_CHECKING:
     from types import TracebackType
 
@@ -51,6 +49,28 @@ class FailedCell:
 def is_agent_cell(source: str) -> bool:
     """Whether ``source`` is an agent cell or an ``%agent`` line."""
     return source.lstrip().startswith(("%%agent", "%agent"))
+
+
+# The execute request of the page's Fix, Explain or Edit with agent of a cell carries this in its
+# metadata (with the cell's id as ``cellId``): its outputs go to the page's assist area beside the
+# cell, not into the cell, and the page saves its record under the cell's ``qloop_assist`` key.
+# Here (not in cell.py) so that the hooks the extension's load registers stay light.
+ASSIST_KEY = "qloopAssist"
+ASSIST_ACTIONS = ("fix", "explain", "edit")
+
+
+def assist_of(metadata: Any) -> str | None:
+    """The page's Fix, Explain or Edit named in an execute request's metadata, or None."""
+    found = metadata.get(ASSIST_KEY) if isinstance(metadata, dict) else None
+    return found if found in ASSIST_ACTIONS else None
+
+
+def assist_running(shell: Any) -> bool:
+    """Whether the request running now is the page's Fix, Explain or Edit of a cell: not a run of
+    that cell, so the hooks that follow the cells' runs leave it out."""
+    kernel = getattr(shell, "kernel", None)
+    parent = kernel.get_parent() if kernel is not None and hasattr(kernel, "get_parent") else {}
+    return assist_of((parent or {}).get("metadata") or {}) is not None
 
 
 def track_failures(shell: Any, failed: dict[str, FailedCell]) -> None:

@@ -10,7 +10,7 @@ source, its error and traceback (``failures.py``) and summaries of the variables
 name; the rules files come with every turn (``context_turn.py``). A later fix of the same cell goes
 on from the earlier one (the conversation is the kernel's) and says so. An explanation gets the same
 context and the read tools alone: nothing runs and nothing is proposed. The page's Fix, Explain and
-Edit with agent buttons send these lines with the cell's id (``cell.ASSIST_KEY``): the turn's
+Edit with agent buttons send these lines with the cell's id (``failures.ASSIST_KEY``): the turn's
 outputs go to an area beside the cell, and its record beside the cell's own.
 """
 

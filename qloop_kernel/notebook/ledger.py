@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .cell import assist_running
-from .failures import track_failures
+from .failures import assist_running, track_failures
 
 if TYPE_CHECKING:
     from ..records.drift import CellLedger

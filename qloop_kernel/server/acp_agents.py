@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from traitlets import Bool, Dict, List
 from traitlets.config import Configurable
 
+from ..errors import QloopError
+
 CLIENT_HEADER = "X-Qloop-Client"  # the name a hosted agent's MCP calls are shown under
 
 # (name, command, arguments): the ACP entry points these agents document.
@@ -53,7 +55,7 @@ class AgentSpec:
         return {"name": self.name, "command": self.command}
 
 
-class ConfigError(ValueError):
+class ConfigError(QloopError, ValueError):
     """A declared agent the config describes wrongly."""
 
 

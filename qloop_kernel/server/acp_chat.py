@@ -26,6 +26,7 @@ from typing import Any
 import acp
 from acp import schema as acp_schema
 
+from ..errors import QloopError
 from ..names import Policy
 from ..policy.admin import AdminError, admin_floor
 from ..redact import redact_text
@@ -60,7 +61,7 @@ def bypass_allowed(policy: Policy) -> bool:
         return False
 
 
-class ChatError(Exception):
+class ChatError(QloopError):
     """A request of the panel this chat cannot serve; the message says why."""
 
 
