@@ -774,13 +774,30 @@ def fingerprint(value: object, seconds: float | None = None) -> ValuePrint:
     Past ``seconds`` (``VALUE_TIME_S``) of reading, the print is marked ``untracked`` and has no
     content hash.
     """
-    try:
-        with TimeLimit(seconds) as limit:
-            return _read(value, limit)
-    except OutOfTime:
-        return _untracked(value)
-    except Exception:  # a value that cannot be read is described by its type alone
-        return ValuePrint(qualified_name(type(value)), identity=id(value))
+    for attempt in (1, 2):
+        try:
+            with TimeLimit(seconds) as limit:
+                return _read(value, limit)
+        except OutOfTime:
+            if attempt == 2 or not _first_overrun(value):
+                return _untracked(value)
+        except Exception:  # a value that cannot be read is described by its type alone
+            return ValuePrint(qualified_name(type(value)), identity=id(value))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+_OVERRUN: set[str] = set()  # the types of values that ran out of time once in this process
+
+
+def _first_overrun(value: object) -> bool:
+    """Whether a value of this type runs out of time for the first time in this process: it is
+    read once more. The first read of a kind pays the libraries' one-time costs (Arrow's compute
+    kernels, numpy's and pandas' dispatch tables, path tables), which are not the value's."""
+    kind = qualified_name(type(value))
+    if kind in _OVERRUN:
+        return False
+    _OVERRUN.add(kind)
+    return True
 
 
 def _read(value: object, limit: TimeLimit) -> ValuePrint:
