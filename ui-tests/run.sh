@@ -11,7 +11,7 @@
 # environment (`$PYTHON -m jupyter lab`) on port $QLOOP_UI_PORT (8888) with a
 # temporary root folder; the kernels call the stand-in with a fake key.
 # With no arguments it runs the whole suite side by side: tests/ in
-# $QLOOP_UI_SHARDS shards (3) and tests-rtc/ under real-time collaboration
+# $QLOOP_UI_SHARDS shards (2) and tests-rtc/ under real-time collaboration
 # (jupyter-collaboration, playwright.rtc.config.js), each run with its own
 # stand-in and JupyterLab on the next port (8888, 8889, ...), its lines
 # prefixed with its name. With arguments it runs tests/ once, passing them to
@@ -102,12 +102,12 @@ if [ "$#" -gt 0 ]; then
   exit $?
 fi
 
-# The whole suite: the main specs in QLOOP_UI_SHARDS shards (default 3) and the specs under
+# The whole suite: the main specs in QLOOP_UI_SHARDS shards (default 2) and the specs under
 # collaboration, all side by side on consecutive ports from QLOOP_UI_PORT. The browser tests wait on
 # kernels and pages most of the time: on two cores, three runs side by side take about the time of
 # the longest.
 have_collaboration || exit 2
-shards="${QLOOP_UI_SHARDS:-3}"
+shards="${QLOOP_UI_SHARDS:-2}"
 pids=()
 names=()
 for ((i = 1; i <= shards; i++)); do
