@@ -93,8 +93,13 @@ class OutsideHost:
                 return
         # The server interrupts the kernel for a Stop only once the step has started, so an
         # interrupt never lands in a cell the step waited behind.
-        comm.send({"op": "started", "request_id": request_id})
-        comm.send(self.answer(request))  # type: ignore[arg-type]
+        try:
+            comm.send({"op": "started", "request_id": request_id})
+            answer = self.answer(request)  # type: ignore[arg-type]
+        except KeyboardInterrupt:  # landed before the step's own handling: it still answers
+            answer = {"op": "ack", "request_id": request_id, "ok": True, "status": "error",
+                      "text": INTERRUPTED, "images": []}  # fmt: skip
+        comm.send(answer)
 
     def _busy(self) -> bool:
         """A cell waits for a click (the pump dispatched this), or an agent turn is under way."""

@@ -40,6 +40,8 @@ READ_TIMEOUT_S = 15.0  # a read tool waits this long for a kernel busy with a ce
 START_TIMEOUT_S = 60.0  # the first call to a kernel waits this long for it to start
 READY_RETRY_S = 1.0  # how often a kernel that did not answer yet is asked again
 GONE_CHECK_S = 1.0  # how often a running call checks that its kernel is still the same process
+INTERRUPT_TRIES = 10  # a Stop interrupts a running step this many times at most
+INTERRUPT_AGAIN_S = 1.0  # ... one second apart, until it answers
 STEP_GRACE_S = 10.0  # the kernel stops a step at its limit; the server waits this much longer
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 PROBE = "__import__('qloop_kernel.server.probe', fromlist=['probe'])"
@@ -161,7 +163,7 @@ class KernelConnection:
             if request_id in self._answers:
                 self._started.add(request_id)
                 if request_id in self._stop_wanted:  # Stop came before the step began
-                    self._interrupt()
+                    self._interrupt(request_id)
             return
         _settle(self._answers.pop(request_id, None), data)
 
@@ -174,17 +176,27 @@ class KernelConnection:
         would land in whatever the step waits behind: a user's cell); ask the host to drop a
         step that has not started."""
         if request_id in self._started and request_id in self._answers:
-            self._interrupt()
+            self._interrupt(request_id)
             return
         self._stop_wanted.add(request_id)  # not sent yet: :meth:`step` will not send it
         if request_id in self._answers and self.host is not None:
             self.send("comm_msg", {"comm_id": self.host,
                                    "data": {"op": "cancel", "request_id": request_id}})  # fmt: skip
 
-    def _interrupt(self) -> None:
-        done = self.kernel.interrupt_kernel()
-        if inspect.isawaitable(done):
-            asyncio.ensure_future(done)
+    def _interrupt(self, request_id: str) -> None:
+        """Interrupt the kernel while the step ``request_id`` runs, again each second until it
+        answers: an interrupt that lands in the host's own code before the step's code runs
+        (its undo snapshot, say) may be taken as that code's failure while the step goes on."""
+        asyncio.ensure_future(self._interrupt_until_answered(request_id))
+
+    async def _interrupt_until_answered(self, request_id: str) -> None:
+        for _ in range(INTERRUPT_TRIES):
+            if request_id not in self._answers or request_id not in self._started:
+                return  # answered: the kernel has moved on to other work
+            done = self.kernel.interrupt_kernel()
+            if inspect.isawaitable(done):
+                await done
+            await asyncio.sleep(INTERRUPT_AGAIN_S)
 
     def send(self, msg_type: str, content: dict[str, Any]) -> str:
         """Send a shell message; its msg_id."""
