@@ -189,7 +189,9 @@ def test_fault_on_the_second_model_call(lab: LabKernel, api: StandInAPI, case: F
 def test_a_fatal_error_stops_run_all_and_the_next_cell_still_runs(
     lab: LabKernel, api: StandInAPI
 ) -> None:
-    api.reset([Fault(401)])
+    # The answer waits a second: "Run All" has sent the next cell by the time the turn fails, and
+    # the kernel has it queued (a busy machine could otherwise deliver it after the failure).
+    api.reset([Fault(401, first_byte_delay=1.0)])
     agent = lab.execute("%%agent --new\nhello", cell_id="fault-run-all")
     queued = lab.execute("queued_after_fault = 1", cell_id="fault-queued")
     assert lab.complete(agent, 60)["content"]["status"] == "error"
