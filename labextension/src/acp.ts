@@ -33,6 +33,7 @@ import { renderAnswer } from './markdown';
 import { OutsidePoll, OutsideRequests } from './outside';
 import { OutsideBoard } from './outsidecard';
 import { isJSONObject } from './record';
+import { element } from './dom';
 /* eslint-enable jupyter/prefer-lazy-imports */
 
 /** The command that opens the panel. */
@@ -42,19 +43,6 @@ export const CHAT_CLASS = 'qloop-acp';
 /** Attribute of the panel: `none`, `starting`, `idle`, `busy` or `failed`. */
 export const CHAT_STATE_ATTRIBUTE = 'data-qloop-acp-state';
 const RETRY_MS = 2000;
-
-function element<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  className: string,
-  text?: string
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  node.className = className;
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
-}
 
 function button(className: string, text: string): HTMLButtonElement {
   const node = element('button', `qloop-outside-button ${className}`, text);

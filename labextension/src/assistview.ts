@@ -52,6 +52,7 @@ import { TRANSLATION_DOMAIN } from './labels';
 import { eachPanel } from './notebooks';
 import { RUN_ACCEPTED_EVENT } from './proposalview';
 import { TRANSCRIPT_MIME } from './record';
+import { element } from './dom';
 /* eslint-enable jupyter/prefer-lazy-imports */
 
 /** The commands (their shortcuts and cell toolbar items are in schema/assist.json). */
@@ -131,19 +132,6 @@ class QloopProbe {
   forget(): void {
     this._known.clear();
   }
-}
-
-function element<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  className: string,
-  text?: string
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  node.className = className;
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
 }
 
 function button(className: string, text: string): HTMLButtonElement {

@@ -9,6 +9,7 @@ import { TranslationBundle } from '@jupyterlab/translation';
 import { lineDiff } from './linediff';
 import { IDecision, IProposal, reruns } from './proposals';
 import { shownNodes } from './visible';
+import { element } from './dom';
 
 /** Class of the bar. */
 export const BAR_CLASS = 'qloop-proposal';
@@ -34,19 +35,6 @@ export interface IProposalBarOptions {
   trans: TranslationBundle;
   /** The user decided this proposal, or (all) every waiting one of its agent cell. */
   decide: (decision: IDecision, all: boolean) => void;
-}
-
-function element<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  className: string,
-  text?: string
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  node.className = className;
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
 }
 
 function button(className: string, text: string): HTMLButtonElement {

@@ -26,6 +26,7 @@ import { Widget } from '@lumino/widgets';
    by the plugin's activation and its panel. */
 import { TRANSLATION_DOMAIN } from './labels';
 import { isJSONObject } from './record';
+import { element } from './dom';
 /* eslint-enable jupyter/prefer-lazy-imports */
 
 /** The command that opens the panel. */
@@ -131,19 +132,6 @@ export function costText(
   return figures.unpriced_calls > 0
     ? trans.__('%1 + %2 unpriced', cost, figures.unpriced_calls)
     : cost;
-}
-
-function element<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  className: string,
-  text?: string
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  node.className = className;
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
 }
 
 function columns(trans: TranslationBundle): [string, string][] {
