@@ -142,6 +142,10 @@ export class ChatPanel extends Panel {
 
   /** Start a chat with the picked agent (ending the one shown). */
   async start(): Promise<void> {
+    // The chat shown stops feeding the panel now: its events still being read
+    // (a reloaded page replays them) must not mark the new one idle or fill it.
+    this._events?.abort();
+    this._events = null;
     this._setState('starting');
     this._say(this._trans.__('Starting %1…', this._agent.value));
     const opened = await this._requests.open(this._agent.value);
@@ -224,6 +228,10 @@ export class ChatPanel extends Panel {
           chat,
           after,
           event => {
+            if (controller.signal.aborted) {
+              // Read after another chat was shown: not this panel's any more.
+              return;
+            }
             after = event.n;
             this._onEvent(event);
           },

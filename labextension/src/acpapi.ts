@@ -116,6 +116,9 @@ export class ChatRequests {
       const blocks = buffered.split('\n\n');
       buffered = blocks.pop() ?? '';
       for (const block of blocks) {
+        if (signal.aborted) {
+          return last;
+        }
         const event = parseEvent(block);
         if (event) {
           last = event.n;

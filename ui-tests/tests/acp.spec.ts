@@ -94,7 +94,17 @@ labTest.describe('the agent chat in JupyterLab', () => {
 });
 
 labTest('a reloaded page goes on with the open chat', async ({ page }) => {
+  // A chat with a finished turn is open on the server; after a reload the
+  // panel replays it, and a new chat started at once is not fed by it.
   let panel = await openChat(page);
+  await send(panel, 'an earlier chat');
+  await expect(panel).toHaveAttribute('data-qloop-acp-state', 'idle');
+  await expect(panel.locator('.qloop-acp-agent strong')).toHaveText(
+    'an earlier chat'
+  );
+  await page.reload();
+  panel = await openChat(page);
+  await expect(panel.locator('.qloop-acp-user')).toHaveCount(0);
   await send(panel, 'before the reload');
   await expect(panel.locator('.qloop-acp-agent strong')).toHaveText(
     'before the reload'
