@@ -595,6 +595,33 @@ def test_the_first_call_waits_for_a_kernel_that_is_still_starting(tmp_path: Path
     assert "No user variables" in text(listed)
 
 
+def test_the_first_call_follows_a_kernel_that_failed_its_first_start(tmp_path: Path) -> None:
+    """A kernel that dies while it starts (a port it was given taken meanwhile, say) is started
+    again by the server on new ports: the waiting call talks to that one."""
+    spec = tmp_path / "kernels" / "kernels" / "flaky"
+    spec.mkdir(parents=True)
+    marker = tmp_path / "started-once"
+    launch = (
+        f"if [ ! -e {marker} ]; then touch {marker}; sleep 4; exit 1; fi; "
+        f"exec {sys.executable} -m ipykernel_launcher -f {{connection_file}}"
+    )
+    (spec / "kernel.json").write_text(
+        json.dumps({"argv": ["bash", "-c", launch], "display_name": "flaky", "language": "python"})
+    )
+    env = {"JUPYTER_PATH": str(tmp_path / "kernels")}
+    with jupyter_server(tmp_path / "root", env=env) as server:
+        path = server.open_notebook("flaky.ipynb", kernel="flaky")
+
+        async def scenario() -> types.CallToolResult:
+            async with session(server) as client:
+                return await call(client, "list_variables", path=path)
+
+        listed = run(scenario())
+    assert marker.exists()
+    assert not listed.is_error, text(listed)
+    assert "No user variables" in text(listed)
+
+
 # --- cells ----------------------------------------------------------------------------------------
 
 

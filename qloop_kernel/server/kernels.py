@@ -222,6 +222,10 @@ class KernelConnection:
         made just now misses what the kernel publishes before it is in place)."""
         deadline = asyncio.get_running_loop().time() + timeout
         while not self.ready:
+            if not self.current(self.kernel):
+                # Died while starting (a port it was given was taken meanwhile, say): the server
+                # starts it again on new ports, which this connection does not talk to.
+                raise ConnectionClosed("the kernel restarted while it started")
             msg = self.session.msg("kernel_info_request", {})
             msg_id = str(msg["header"]["msg_id"])
             seen = self._seen[msg_id] = asyncio.Event()
@@ -324,35 +328,47 @@ class Kernels:
         )
 
     async def connection(self, kernel_id: str) -> KernelConnection:
-        """The kernel's connection, made (again, after a restart) and ready."""
+        """The kernel's connection, made (again, after a restart) and ready. A kernel this server
+        has not heard from yet may still be starting (a notebook just opened), or start again
+        on new ports when its first start fails: the call waits up to START_TIMEOUT_S in all, then
+        says so (OutsideError)."""
+        deadline = asyncio.get_running_loop().time() + START_TIMEOUT_S
         manager = self.serverapp.kernel_manager
-        for gone in [k for k in self._connections if k not in manager]:
-            self._drop(gone)  # shut down without this server hearing of it
-        if kernel_id not in manager:
-            raise OutsideError(f"the kernel {kernel_id} is gone")
-        kernel = manager.get_kernel(kernel_id)
-        async with self._locks.setdefault(kernel_id, asyncio.Lock()):
-            found = self._connections.get(kernel_id)
-            if found is not None and not found.current(kernel):
-                self._drop(kernel_id)
-                found = None
-            if found is None:
-                found = self._connections[kernel_id] = KernelConnection(kernel)
-            if not found.ready:
-                await self._started(kernel_id, found)
-            return found
+        while True:
+            for gone in [k for k in self._connections if k not in manager]:
+                self._drop(gone)  # shut down without this server hearing of it
+            if kernel_id not in manager:
+                raise OutsideError(f"the kernel {kernel_id} is gone")
+            kernel = manager.get_kernel(kernel_id)
+            async with self._locks.setdefault(kernel_id, asyncio.Lock()):
+                found = self._connections.get(kernel_id)
+                if found is not None and not found.current(kernel):
+                    self._drop(kernel_id)
+                    found = None
+                if found is None:
+                    found = self._connections[kernel_id] = KernelConnection(kernel)
+                if found.ready:
+                    return found
+                left = deadline - asyncio.get_running_loop().time()
+                try:
+                    await found.wait_ready(max(left, 0.01))
+                    return found
+                except ConnectionClosed:
+                    self._drop(kernel_id)  # restarted while starting: connect to the new process
+                    if asyncio.get_running_loop().time() < deadline:
+                        await asyncio.sleep(READY_RETRY_S)
+                        continue
+                    raise OutsideError(self._not_started()) from None
+                except TimeoutError as exc:
+                    self._drop(kernel_id)
+                    raise OutsideError(self._not_started()) from exc
 
-    async def _started(self, kernel_id: str, connection: KernelConnection) -> None:
-        """Wait for a kernel this server has not heard from yet to answer (it may still start:
-        a notebook just opened); OutsideError when it does not."""
-        try:
-            await connection.wait_ready(START_TIMEOUT_S)
-        except TimeoutError as exc:
-            self._drop(kernel_id)
-            raise OutsideError(
-                f"the kernel did not answer in {START_TIMEOUT_S:.0f} s (it may still be starting, "
-                "or running a cell); try again when it is idle"
-            ) from exc
+    @staticmethod
+    def _not_started() -> str:
+        return (
+            f"the kernel did not answer in {START_TIMEOUT_S:.0f} s (it may still be starting, "
+            "or running a cell); try again when it is idle"
+        )
 
     # Any: the JSON value the kernel sent back, of whatever shape the probe gives
     async def evaluate(self, kernel_id: str, expression: str) -> Any:
