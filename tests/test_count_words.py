@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from qloop_kernel.headless.export import turn_markdown
+from qloop_kernel.notebook.export import turn_markdown
 from qloop_kernel.notebook.replay import ReplayPlan
 from qloop_kernel.records import CellRecord, DecisionRecord, Timings, ToolCallRecord
 from qloop_kernel.records.history import describe

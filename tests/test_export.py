@@ -18,7 +18,7 @@ import nbformat
 import pytest
 
 from qloop_kernel.headless.cli import main as qloop_main
-from qloop_kernel.headless.export import exported_cells, plain_source, to_script
+from qloop_kernel.notebook.export import exported_cells, plain_source, to_script
 
 DEMO = Path(__file__).parent.parent / "notebooks" / "demo.ipynb"
 BIN = Path(sys.executable).parent

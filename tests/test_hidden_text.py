@@ -25,7 +25,7 @@ from IPython.utils.capture import capture_output
 from traitlets.config import Config
 
 from qloop_kernel.headless import cli
-from qloop_kernel.headless.export import exported_cells
+from qloop_kernel.notebook.export import exported_cells
 from qloop_kernel.loop import CancelToken
 from qloop_kernel.mcp import config as mcp_config
 from qloop_kernel.mcp.client import STDERR_KEEP_BYTES

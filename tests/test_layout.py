@@ -117,6 +117,20 @@ def test_the_core_never_imports_the_notebook_or_headless_layers():
     assert upward == []
 
 
+def test_the_notebook_layer_never_imports_the_command_lines():
+    """`qloop run`, `show`, `export` and `eval` sit above the kernel's side and use it; nothing of
+    the kernel's side reaches up into them."""
+    graph = _graph()
+    upward = [
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        if _is_under(module, ("qloop_kernel.notebook",))
+        for target in targets
+        if _is_under(target, ("qloop_kernel.headless", "qloop_kernel.eval"))
+    ]
+    assert upward == []
+
+
 def test_no_import_cycles():
     graph = _graph()
     cycles: list[list[str]] = []
@@ -226,9 +240,10 @@ def test_the_command_lines_modules_load_without_the_kernel_side():
     # side (cell ids, provenance, the prompt of an agent cell, a mirrored record) lives below it.
     probe = (
         "import sys\n"
-        "import qloop_kernel.headless.runner, qloop_kernel.headless.show, qloop_kernel.headless.export\n"
+        "import qloop_kernel.headless.runner, qloop_kernel.headless.show, qloop_kernel.notebook.export\n"
         "print(sorted(n for n in sys.modules if n.split('.')[0] in ('IPython', 'ipykernel')"
-        " or n.startswith('qloop_kernel.notebook.') and n != 'qloop_kernel.notebook.options'))\n"
+        " or n.startswith('qloop_kernel.notebook.')"
+        " and n not in ('qloop_kernel.notebook.options', 'qloop_kernel.notebook.export')))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120

@@ -163,7 +163,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from .export import to_notebook, to_script
+    from ..notebook.export import to_notebook, to_script
 
     source = Path(args.notebook)
     nb = read_notebook(source)

@@ -19,6 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..notebook.export import is_agent_cell
 from ..notebook.options import agent_prompt
 from ..policy.risk import classify
 from ..records import (
@@ -36,7 +37,6 @@ from ..server.record import METADATA_KEY as OUTSIDE_KEY
 from ..server.record import verified
 from ..text import clip
 from ..visible import as_shown
-from .export import is_agent_cell
 from .files import EXIT_FAILED, EXIT_OK
 
 ASSIST_KEY = "qloop_assist"  # the page's Fix, Explain and Edit turns of a cell: {"turns": [...]}

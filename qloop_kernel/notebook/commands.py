@@ -15,7 +15,6 @@ from IPython.core.error import UsageError
 from pydantic import ValidationError
 
 from ..effective import effective_lines
-from ..headless.export import records_script
 from ..policy.grants import SCOPE_TEXT, SCOPES, Grant, Scope
 from ..policy.risk import RISKS
 from ..pricing import Price, known_models, price_figures, prices_as_of, retired_models
@@ -25,6 +24,7 @@ from ..settings import SETTABLE
 from ..text import counted
 from .cell import current_cell
 from .context_turn import next_turn_view
+from .export import records_script
 from .fix import edit_command, explain_command, fix_command, instruction_text
 from .mcp import mcp_command
 from .options import help_lines, setting_names

@@ -17,10 +17,10 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..notebook.options import agent_prompt
 from ..records import METADATA_KEY, MIME_TYPE, CellRecord, RecordError, load_record, mirrored_record
 from ..text import counted
 from ..visible import as_shown, hidden_characters
+from .options import agent_prompt
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
