@@ -25,7 +25,6 @@ from IPython.utils.capture import capture_output
 from traitlets.config import Config
 
 from qloop_kernel.headless import cli
-from qloop_kernel.notebook.export import exported_cells
 from qloop_kernel.loop import CancelToken
 from qloop_kernel.mcp import config as mcp_config
 from qloop_kernel.mcp.client import STDERR_KEEP_BYTES
@@ -33,6 +32,7 @@ from qloop_kernel.mcp.config import ServerConfig
 from qloop_kernel.mcp.servers import McpServers
 from qloop_kernel.messages import ToolCall
 from qloop_kernel.notebook.display import TurnDisplay
+from qloop_kernel.notebook.export import exported_cells
 from qloop_kernel.notebook.mcp import listing, mcp_command
 from qloop_kernel.policy.grants import Grant
 from qloop_kernel.policy.permissions import AlwaysAllow, ApprovalPolicy, ApprovalRequest, Decision
