@@ -16,6 +16,7 @@ import type {
   OutsideDecision
 } from './generated/protocol';
 
+import { element } from './dom';
 import { ALARMING_RISKS, RISK_ATTRIBUTE, renderDiff } from './proposalbar';
 import { pieces, shownNodes } from './visible';
 
@@ -55,19 +56,6 @@ export interface IOutsideCells {
   source(cellId: string): string | null;
   /** The 1-based place of the cell with this id; null when the notebook has none. */
   position(cellId: string): number | null;
-}
-
-function element<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  className: string,
-  text?: string
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  node.className = className;
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
 }
 
 function button(className: string, text: string): HTMLButtonElement {

@@ -22,6 +22,7 @@ import { JSONObject, JSONValue, UUID } from '@lumino/coreutils';
 import type { ISignal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
+import { element } from './dom';
 import type { OutsideAgentCell } from './generated/protocol';
 import { OUTSIDE_KEY } from './outsidecells';
 import { isJSONObject } from './record';
@@ -56,19 +57,6 @@ export type OutsideCallsModel = Pick<
   INotebookModel,
   'getMetadata' | 'metadataChanged' | 'sharedModel'
 >;
-
-function element<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  className: string,
-  text?: string
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  node.className = className;
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
-}
 
 function text(entry: JSONObject, key: string): string | null {
   const value = entry[key];
