@@ -574,23 +574,29 @@ def test_the_users_policy_decides_without_a_page(tmp_path: Path) -> None:
     assert cell.is_error and "denied by the approval policy 'readonly'" in text(cell)
 
 
-def test_the_first_call_waits_for_a_kernel_that_is_still_starting(tmp_path: Path) -> None:
-    """A notebook just opened: its kernel starts slower than a read waits for a busy kernel."""
-    spec = tmp_path / "kernels" / "kernels" / "slow"
+def _first_listing(tmp_path: Path, launch: str) -> types.CallToolResult:
+    """``list_variables``, called as soon as a notebook opens on a kernel that ``launch`` (a bash
+    line) starts."""
+    spec = tmp_path / "kernels" / "kernels" / "started"
     spec.mkdir(parents=True)
-    launch = f"sleep 18; exec {sys.executable} -m ipykernel_launcher -f {{connection_file}}"
     (spec / "kernel.json").write_text(
-        json.dumps({"argv": ["bash", "-c", launch], "display_name": "slow", "language": "python"})
+        json.dumps({"argv": ["bash", "-c", launch], "display_name": "started", "language": "python"})
     )
     env = {"JUPYTER_PATH": str(tmp_path / "kernels")}
     with jupyter_server(tmp_path / "root", env=env) as server:
-        path = server.open_notebook("slow.ipynb", kernel="slow")
+        path = server.open_notebook("started.ipynb", kernel="started")
 
         async def scenario() -> types.CallToolResult:
             async with session(server) as client:
                 return await call(client, "list_variables", path=path)
 
-        listed = run(scenario())
+        return run(scenario())
+
+
+def test_the_first_call_waits_for_a_kernel_that_is_still_starting(tmp_path: Path) -> None:
+    """A notebook just opened: its kernel starts slower than a read waits for a busy kernel."""
+    launch = f"sleep 18; exec {sys.executable} -m ipykernel_launcher -f {{connection_file}}"
+    listed = _first_listing(tmp_path, launch)
     assert not listed.is_error, text(listed)
     assert "No user variables" in text(listed)
 
@@ -598,25 +604,12 @@ def test_the_first_call_waits_for_a_kernel_that_is_still_starting(tmp_path: Path
 def test_the_first_call_follows_a_kernel_that_failed_its_first_start(tmp_path: Path) -> None:
     """A kernel that dies while it starts (a port it was given taken meanwhile, say) is started
     again by the server on new ports: the waiting call talks to that one."""
-    spec = tmp_path / "kernels" / "kernels" / "flaky"
-    spec.mkdir(parents=True)
     marker = tmp_path / "started-once"
     launch = (
         f"if [ ! -e {marker} ]; then touch {marker}; sleep 4; exit 1; fi; "
         f"exec {sys.executable} -m ipykernel_launcher -f {{connection_file}}"
     )
-    (spec / "kernel.json").write_text(
-        json.dumps({"argv": ["bash", "-c", launch], "display_name": "flaky", "language": "python"})
-    )
-    env = {"JUPYTER_PATH": str(tmp_path / "kernels")}
-    with jupyter_server(tmp_path / "root", env=env) as server:
-        path = server.open_notebook("flaky.ipynb", kernel="flaky")
-
-        async def scenario() -> types.CallToolResult:
-            async with session(server) as client:
-                return await call(client, "list_variables", path=path)
-
-        listed = run(scenario())
+    listed = _first_listing(tmp_path, launch)
     assert marker.exists()
     assert not listed.is_error, text(listed)
     assert "No user variables" in text(listed)

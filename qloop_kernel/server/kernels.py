@@ -355,20 +355,15 @@ class Kernels:
                     return found
                 except ConnectionClosed:
                     self._drop(kernel_id)  # restarted while starting: connect to the new process
-                    if asyncio.get_running_loop().time() < deadline:
-                        await asyncio.sleep(READY_RETRY_S)
-                        continue
-                    raise OutsideError(self._not_started()) from None
-                except TimeoutError as exc:
+                except TimeoutError:
                     self._drop(kernel_id)
-                    raise OutsideError(self._not_started()) from exc
-
-    @staticmethod
-    def _not_started() -> str:
-        return (
-            f"the kernel did not answer in {START_TIMEOUT_S:.0f} s (it may still be starting, "
-            "or running a cell); try again when it is idle"
-        )
+                    left = 0.0
+            if left <= 0 or asyncio.get_running_loop().time() >= deadline:
+                raise OutsideError(
+                    f"the kernel did not answer in {START_TIMEOUT_S:.0f} s (it may still be "
+                    "starting, or running a cell); try again when it is idle"
+                )
+            await asyncio.sleep(READY_RETRY_S)
 
     # Any: the JSON value the kernel sent back, of whatever shape the probe gives
     async def evaluate(self, kernel_id: str, expression: str) -> Any:
