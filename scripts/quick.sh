@@ -13,6 +13,7 @@ cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || { echo "run ./scripts/test.sh once first: it installs .venv" >&2; exit 2; }
 export NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost
 export PATH="$PWD/.venv/bin:$PATH"
+unset PYTHONDONTWRITEBYTECODE  # bytecode cached, as scripts/test.sh has it
 base="HEAD"
 if [ $# -gt 0 ] && [ "$1" != "--" ]; then base="$1"; shift; fi
 [ "${1:-}" != "--" ] || shift

@@ -46,7 +46,17 @@ phase "install: Debian packages"
 .venv/bin/python -m pip install --quiet "torch==2.13.0+cpu" 2>/dev/null || true
 phase "install: pip, torch"
 .venv/bin/python -m pip install --quiet -e ".[test]"
+# jsonschema's optional IRI checker (rfc3987-syntax, from jupyter-events' jsonschema[format-nongpl])
+# builds a grammar when imported: about a second of CPU in every process that imports nbformat or
+# starts a Jupyter server (each test's CLI run, papermill, nbconvert, server). Nothing here checks
+# an IRI format, and jsonschema goes on without it.
+.venv/bin/python -m pip uninstall --quiet --yes rfc3987-syntax
 phase "install: package + extension"
+
+# Bytecode is cached as an installed package has it (an editable install compiles nothing): with
+# PYTHONDONTWRITEBYTECODE set, every kernel, CLI run and pytest worker would compile the package
+# and the test modules again.
+unset PYTHONDONTWRITEBYTECODE
 
 export NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost
 export PATH="$PWD/.venv/bin:$PATH"

@@ -10,8 +10,8 @@
  * theme set here is never written to the user's settings on disk) and the
  * kernels the page starts, shut down when the test ends.
  *
+ *   test.use({ notebook7Theme: 'JupyterLab Dark' });  // the pages' theme
  *   const serverPath = await notebook7.open('agent_cell.ipynb');
- *   await notebook7.setTheme('JupyterLab Dark');     // and reload
  *   await runAll(notebook7.page);                     // Run > Run All Cells
  */
 import { JupyterLabPage } from '@jupyterlab/galata';
@@ -50,11 +50,6 @@ export interface INotebook7 {
   /** Kernel > Shut Down Kernel; returns once the page shows no kernel. */
   shutDownKernel: () => Promise<void>;
   /**
-   * Set JupyterLab's theme setting through the settings REST API (Galata
-   * keeps it in memory for this page), reload, and check the page shows it.
-   */
-  setTheme: (theme: string) => Promise<void>;
-  /**
    * File > Save, then read the file from the server until `saved` holds for
    * it (the save is done); returns the file.
    */
@@ -63,6 +58,16 @@ export interface INotebook7 {
 
 interface INotebook7Fixtures {
   notebook7: INotebook7;
+}
+
+interface INotebook7Options {
+  /**
+   * The theme of the test's pages: JupyterLab's theme setting as a user who
+   * chose it has it when the page loads (Galata keeps it in memory for the
+   * page; nothing is written to the settings on disk). `open` checks the page
+   * shows it. Null: JupyterLab's default.
+   */
+  notebook7Theme: string | null;
 }
 
 /** The notebook's cell `index`. */
@@ -298,10 +303,27 @@ async function loadNotebook(
   }
 }
 
-export const test = qloopTest.extend<INotebook7Fixtures>({
+export const test = qloopTest.extend<INotebook7Fixtures & INotebook7Options>({
   // The fixtures open Notebook 7 pages themselves, not JupyterLab's.
   autoGoto: false,
-  notebook7: async ({ page, request, tmpPath }, use) => {
+  notebook7Theme: [null, { option: true }],
+  // The theme is among the settings the page reads as it loads: the page opens
+  // in it, as a user's page opens in the theme they chose.
+  mockSettings: async ({ mockSettings, notebook7Theme }, use) => {
+    if (!notebook7Theme || !mockSettings) {
+      await use(mockSettings);
+      return;
+    }
+    const settings = mockSettings === true ? {} : mockSettings;
+    await use({
+      ...settings,
+      [THEMES_PLUGIN]: {
+        ...(settings[THEMES_PLUGIN] as object | undefined),
+        theme: notebook7Theme
+      }
+    });
+  },
+  notebook7: async ({ page, request, tmpPath, notebook7Theme }, use) => {
     const raw = (page as unknown as JupyterLabPage).page;
     await use({
       page: raw,
@@ -315,6 +337,12 @@ export const test = qloopTest.extend<INotebook7Fixtures>({
         });
         expect(response.ok(), await response.text()).toBe(true);
         await loadNotebook(raw, () => raw.goto(notebookUrl(serverPath)));
+        if (notebook7Theme) {
+          await expect(raw.locator('body')).toHaveAttribute(
+            'data-jp-theme-name',
+            notebook7Theme
+          );
+        }
         return serverPath;
       },
       reload: async (options = {}) => {
@@ -323,28 +351,6 @@ export const test = qloopTest.extend<INotebook7Fixtures>({
       shutDownKernel: async () => {
         await clickMenu(raw, 'Kernel', 'Shut Down Kernel');
         await expect(raw.locator('.jp-KernelName')).toHaveText('No Kernel');
-      },
-      setTheme: async theme => {
-        const status = await raw.evaluate(
-          async ({ plugin, theme }) => {
-            const url = `/lab/api/settings/${plugin}`;
-            const current = await (await fetch(url)).json();
-            const settings = { ...JSON.parse(current.raw || '{}'), theme };
-            const response = await fetch(url, {
-              method: 'PUT',
-              headers: { 'Content-Type': 'application/json' },
-              body: JSON.stringify({ raw: JSON.stringify(settings) })
-            });
-            return response.status;
-          },
-          { plugin: THEMES_PLUGIN, theme }
-        );
-        expect(status).toBe(204);
-        await loadNotebook(raw, () => raw.reload());
-        await expect(raw.locator('body')).toHaveAttribute(
-          'data-jp-theme-name',
-          theme
-        );
       },
       save: async saved => {
         const serverPath = decodeURIComponent(

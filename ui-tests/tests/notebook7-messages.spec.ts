@@ -18,7 +18,6 @@ import { Locator, Page } from '@playwright/test';
 
 import { IStandIn, runCodeScript } from './fixtures';
 import {
-  INotebook7,
   approvalCard,
   button,
   cell,
@@ -30,17 +29,6 @@ import {
 } from './nb7';
 
 const THEMES = ['JupyterLab Light', 'JupyterLab Dark'];
-
-/** Open `sources` as a notebook in Notebook 7 in `theme`. */
-async function openInTheme(
-  notebook7: INotebook7,
-  name: string,
-  sources: string[],
-  theme: string
-): Promise<void> {
-  await notebook7.open(name, notebookOf(sources));
-  await notebook7.setTheme(theme);
-}
 
 /**
  * Run cell `index` on its own (click into it, Ctrl+Enter) and, unless `wait`
@@ -80,7 +68,7 @@ async function loadExtension(page: Page, standIn: IStandIn): Promise<void> {
 
 for (const theme of THEMES) {
   test.describe(`Notebook 7 messages for people (${theme})`, () => {
-    test.use({ viewport: { width: 1280, height: 900 } });
+    test.use({ notebook7Theme: theme, viewport: { width: 1280, height: 900 } });
     // Galata's kernel mock breaks on an interrupt; Stop interrupts the step.
     test.use({ kernels: null });
 
@@ -97,18 +85,16 @@ for (const theme of THEMES) {
         },
         { content: 'I could not set it.' }
       ]);
-      await openInTheme(
-        notebook7,
+      await notebook7.open(
         'messages.ipynb',
-        [
+        notebookOf([
           '%load_ext qloop_kernel',
           '%%agent --new --approve readonly\nSet y to 42.',
           '%%agent --new --model claude-nope\nhello',
           '%agent stauts',
           "%config QloopAgent.model = 'claude-haiku-4-5'\n%agent status",
           '%config'
-        ],
-        theme
+        ])
       );
       await loadExtension(page, standIn);
 
@@ -160,16 +146,14 @@ for (const theme of THEMES) {
         },
         { content: 'never sent' }
       ]);
-      await openInTheme(
-        notebook7,
+      await notebook7.open(
         'stop.ipynb',
-        [
+        notebookOf([
           '%load_ext qloop_kernel',
           '%%agent --new --approve auto\nLoop.',
           'first = laps\nprint(first > 0)',
           'time.sleep(0.3)\nprint(laps == first)'
-        ],
-        theme
+        ])
       );
       await loadExtension(page, standIn);
 
@@ -204,15 +188,13 @@ for (const theme of THEMES) {
     }) => {
       const page = notebook7.page;
       await standIn.reset(runCodeScript('y = 42', 'Done: `y` is **42**.'));
-      await openInTheme(
-        notebook7,
+      await notebook7.open(
         'replay.ipynb',
-        [
+        notebookOf([
           '%load_ext qloop_kernel',
           '%%agent --approve auto\nSet y to 42.',
           'print(y + 1)'
-        ],
-        theme
+        ])
       );
       await loadExtension(page, standIn);
       const ran = await runCell(page, 1);

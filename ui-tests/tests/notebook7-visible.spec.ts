@@ -24,7 +24,7 @@ const EXPECTED = makeCase();
 for (const theme of THEMES) {
   for (const width of WIDTHS) {
     test.describe(`Notebook 7, ${theme}, ${width} px`, () => {
-      test.use({ viewport: { width, height: 900 } });
+      test.use({ notebook7Theme: theme, viewport: { width, height: 900 } });
 
       test('the received card, the live card and the transcript view show every character', async ({
         notebook7,
@@ -33,7 +33,6 @@ for (const theme of THEMES) {
         const page = notebook7.page;
         await standIn.reset(liveScript());
         await notebook7.open('visible.ipynb', EXPECTED.notebook);
-        await notebook7.setTheme(theme);
         const view = cell(page, RECEIVED).locator('.qloop-transcript');
         await expect(view).toBeVisible();
         await expectTranscriptShowsSavedRecord(page, view, EXPECTED);

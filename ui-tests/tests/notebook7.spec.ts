@@ -33,7 +33,6 @@ import {
 } from './contrast';
 import { IStandIn, runCodeScript, toolResults } from './fixtures';
 import {
-  INotebook7,
   approvalCard,
   button,
   cell,
@@ -56,16 +55,6 @@ const PROMPT = 'Set y to 42.';
 const THEMES = ['JupyterLab Light', 'JupyterLab Dark'];
 
 const SET_Y = runCodeScript('y = 42', 'Done: `y` is **42**.');
-
-/** Open agent_cell.ipynb in Notebook 7 in `theme`. */
-async function openInTheme(
-  notebook7: INotebook7,
-  theme: string
-): Promise<string> {
-  const serverPath = await notebook7.open(NOTEBOOK);
-  await notebook7.setTheme(theme);
-  return serverPath;
-}
 
 /**
  * Run All, then wait for the agent cell's run_code card: the cell holds, so
@@ -121,7 +110,7 @@ async function expectFolded(card: Locator, summary: RegExp): Promise<void> {
 
 for (const theme of THEMES) {
   test.describe(`Notebook 7 (${theme})`, () => {
-    test.use({ viewport: { width: 1280, height: 900 } });
+    test.use({ notebook7Theme: theme, viewport: { width: 1280, height: 900 } });
 
     test('Run All waits at the card; Approve runs the code, then the next cell; the card folds', async ({
       notebook7,
@@ -129,7 +118,7 @@ for (const theme of THEMES) {
     }) => {
       const page = notebook7.page;
       await standIn.reset(SET_Y);
-      await openInTheme(notebook7, theme);
+      await notebook7.open(NOTEBOOK);
 
       const card = await runAllUntilCard(page);
       for (const name of ['Approve', 'Deny', 'Always allow', 'Edit']) {
@@ -204,7 +193,7 @@ for (const theme of THEMES) {
       await standIn.reset(
         runCodeScript('y = 42', 'Understood, y is unchanged.')
       );
-      await openInTheme(notebook7, theme);
+      await notebook7.open(NOTEBOOK);
 
       const card = await runAllUntilCard(page);
       // Typed key by key: Notebook 7's command-mode shortcuts leave the box alone.
@@ -250,7 +239,7 @@ for (const theme of THEMES) {
     }) => {
       const page = notebook7.page;
       await standIn.reset(SET_Y);
-      await openInTheme(notebook7, theme);
+      await notebook7.open(NOTEBOOK);
 
       const card = await runAllUntilCard(page);
       await button(card, 'Edit').click();
@@ -291,7 +280,7 @@ for (const theme of THEMES) {
     }) => {
       const page = notebook7.page;
       await standIn.reset(SET_Y);
-      await openInTheme(notebook7, theme);
+      await notebook7.open(NOTEBOOK);
       await runAllUntilCard(page);
 
       // Unsaved: the reloaded page gets nothing of the card from the file.
@@ -328,7 +317,7 @@ for (const theme of THEMES) {
     }) => {
       const page = notebook7.page;
       await standIn.reset(SET_Y);
-      await openInTheme(notebook7, theme);
+      await notebook7.open(NOTEBOOK);
       await approveSetY(page);
       await expectApprovedRun(standIn);
       const saved = await notebook7.save(
@@ -434,7 +423,7 @@ for (const theme of THEMES) {
         const long =
           'revenue_by_region = df.groupby("region")["revenue"].sum().sort_values()';
         await standIn.reset(runCodeScript(long, 'Done.'));
-        await openInTheme(notebook7, theme);
+        await notebook7.open(NOTEBOOK);
 
         await runAll(page, { wait: false });
         const card = approvalCard(page, AGENT).first();
@@ -489,7 +478,6 @@ for (const theme of THEMES) {
     }) => {
       const page = notebook7.page;
       await notebook7.open('contrast.ipynb', notebookOf([SAMPLE]));
-      await notebook7.setTheme(theme);
       // Wait for the editor's highlighter to mark every line.
       const content = cell(page, 0).locator('.cm-content');
       await expect(content.locator('.cm-line')).toHaveCount(6);

@@ -144,12 +144,13 @@ labTest.describe('the usage panel in JupyterLab', () => {
 });
 
 nb7Test.describe('the usage panel in Notebook 7', () => {
+  nb7Test.use({ notebook7Theme: 'JupyterLab Dark' });
+
   nb7Test(
     'shows the ledger beside the notebook (Dark)',
     async ({ notebook7 }) => {
       writeLedger();
       await notebook7.open('usage.ipynb', notebookOf(['1 + 1']));
-      await notebook7.setTheme('JupyterLab Dark');
       const panel = await openFromPalette(notebook7.page);
       await checkFigures(notebook7.page, panel);
       // Beside the notebook, which keeps the main area.
