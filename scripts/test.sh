@@ -5,7 +5,7 @@
 # side by side), and the browser tests. Prints how long each phase took at the end (docs/testing.md
 # has the table; the extension's phase is what it took past mypy, its own time printed above).
 #
-#   QLOOP_TEST_WORKERS=N   pytest's worker processes (default 3: most tests wait on kernels)
+#   QLOOP_TEST_WORKERS=N   pytest's worker processes (default 4: most tests wait on kernels)
 #   QLOOP_SKIP_BROWSER=1   leave out the browser tests
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -88,10 +88,30 @@ if [ "$extension_status" -ne 0 ]; then
 fi
 phase "extension: lint + jest"
 # --dist loadfile: a module's tests share its kernel and stand-in fixtures, in one worker.
-.venv/bin/python -m pytest -p no:cacheprovider -n "${QLOOP_TEST_WORKERS:-3}" --dist loadfile \
-  --durations=25
-phase "pytest"
+# The browser tests' npm install and type check (mostly waiting on the registry) go on beside pytest.
+browser=0
 if [ -x ui-tests/run.sh ] && [ "${QLOOP_SKIP_BROWSER:-0}" != "1" ]; then
-  PYTHON="$PWD/.venv/bin/python" ui-tests/run.sh
+  browser=1
+  browser_log="$(mktemp -t qloop-browser-prepare.XXXXXX)"
+  PYTHON="$PWD/.venv/bin/python" ui-tests/run.sh --prepare >"$browser_log" 2>&1 &
+  browser_pid=$!
+fi
+pytest_status=0
+.venv/bin/python -m pytest -p no:cacheprovider -n "${QLOOP_TEST_WORKERS:-4}" --dist loadfile \
+  --durations=25 || pytest_status=$?
+phase "pytest"
+if [ "$browser" = 1 ]; then
+  prepare_status=0
+  wait "$browser_pid" || prepare_status=$?
+  cat "$browser_log"
+  rm -f "$browser_log"
+fi
+[ "$pytest_status" -eq 0 ] || exit "$pytest_status"
+if [ "$browser" = 1 ]; then
+  if [ "$prepare_status" -ne 0 ]; then
+    echo "browser tests: the install or the specs' type check failed (exit $prepare_status)" >&2
+    exit "$prepare_status"
+  fi
+  PYTHON="$PWD/.venv/bin/python" QLOOP_UI_PREPARED=1 ui-tests/run.sh
   phase "browser (Playwright)"
 fi

@@ -20,19 +20,18 @@ from qloop_kernel.spend import USAGE_ENV, SpendGuard, SpendLedger
 from tests.jupyter_server import jupyter_server
 from tests.test_mcp_missing import NO_MCP
 
-NOW = dt.datetime.now(dt.timezone.utc)
-TODAY = NOW.date().isoformat()
-YESTERDAY = (NOW.date() - dt.timedelta(days=1)).isoformat()
-LONG_AGO = NOW - dt.timedelta(days=40)
-BAD_LINES = [
-    "not json at all",
-    "[1, 2, 3]",
-    '{"day": "yesterday", "cost_usd": 1}',
-    json.dumps({"day": TODAY, "model": "m", "cost_usd": "a lot", "input_tokens": 5}),
-    json.dumps({"day": TODAY, "model": "m", "cost_usd": 1.0, "output_tokens": -3}),
-    json.dumps({"day": TODAY, "model": "m", "cost_usd": -2.0}),
-    '{"day": "2026-12-0',
-]
+
+def bad_lines(today: str) -> list[str]:
+    """Lines no kernel writes, some of them of ``today``."""
+    return [
+        "not json at all",
+        "[1, 2, 3]",
+        '{"day": "yesterday", "cost_usd": 1}',
+        json.dumps({"day": today, "model": "m", "cost_usd": "a lot", "input_tokens": 5}),
+        json.dumps({"day": today, "model": "m", "cost_usd": 1.0, "output_tokens": -3}),
+        json.dumps({"day": today, "model": "m", "cost_usd": -2.0}),
+        '{"day": "2026-12-0',
+    ]
 
 
 def _call(steps: int, tokens: tuple[int, int, int, int]) -> ModelResponse:
@@ -41,20 +40,20 @@ def _call(steps: int, tokens: tuple[int, int, int, int]) -> ModelResponse:
     return ModelResponse(content, "end_turn", Usage(*tokens), "claude-haiku-5-5")
 
 
-def write_ledger(path: Path) -> None:
-    """Two kernels' calls (sales.ipynb today and yesterday, plots.ipynb today and 40 days ago),
-    then lines no kernel writes."""
-    sales = SpendGuard(SpendLedger(path), notebook="sales.ipynb", session="s1", now=lambda: NOW)
-    plots = SpendGuard(SpendLedger(path), notebook="plots.ipynb", session="s2", now=lambda: NOW)
+def write_ledger(path: Path, now: dt.datetime) -> None:
+    """Two kernels' calls (sales.ipynb today and yesterday, plots.ipynb today and 40 days ago, as of
+    ``now``), then lines no kernel writes."""
+    sales = SpendGuard(SpendLedger(path), notebook="sales.ipynb", session="s1", now=lambda: now)
+    plots = SpendGuard(SpendLedger(path), notebook="plots.ipynb", session="s2", now=lambda: now)
     sales.record(_call(2, (100, 20, 5, 1)), "claude-haiku-5-5", 0.25)
     sales.record(_call(1, (200, 40, 0, 0)), "claude-sonnet-5-5", 0.5)
     plots.record(_call(0, (10, 2, 0, 0)), "claude-haiku-5-5", None)  # no known price
-    sales.now = plots.now = lambda: NOW - dt.timedelta(days=1)
+    sales.now = plots.now = lambda: now - dt.timedelta(days=1)
     sales.record(_call(3, (1000, 300, 50, 10)), "claude-sonnet-5-5", 1.0)
-    plots.now = lambda: LONG_AGO
+    plots.now = lambda: now - dt.timedelta(days=40)
     plots.record(_call(1, (1, 1, 1, 1)), "claude-haiku-5-5", 7.0)
     with path.open("a", encoding="utf-8") as ledger:
-        ledger.write("\n".join(BAD_LINES) + "\n\n")
+        ledger.write("\n".join(bad_lines(now.date().isoformat())) + "\n\n")
 
 
 def figures(calls: int, steps: int, tokens: tuple[int, int, int, int], cost: float,
@@ -69,10 +68,15 @@ def test_the_route_sums_two_kernels_ledger_by_day_notebook_and_model_with_the_ca
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     ledger, admin = tmp_path / "usage.jsonl", tmp_path / "admin.json"
-    write_ledger(ledger)
     admin.write_text(json.dumps({"max_cost_per_day": 5}))
     env = {USAGE_ENV: str(ledger), ADMIN_ENV: str(admin)}
     with jupyter_server(tmp_path / "root", env=env) as server:
+        # The days as of the requests (the route reads the ledger and the clock at each one), not
+        # as of the tests' start: a run may go past midnight UTC meanwhile.
+        now = dt.datetime.now(dt.timezone.utc)
+        today = now.date().isoformat()
+        yesterday = (now.date() - dt.timedelta(days=1)).isoformat()
+        write_ledger(ledger, now)
         url = server.url + "qloop/usage"
         month = httpx.get(url, headers=server.headers, timeout=30)
         quarter = httpx.get(url, params={"days": 90}, headers=server.headers, timeout=30)
@@ -81,11 +85,11 @@ def test_the_route_sums_two_kernels_ledger_by_day_notebook_and_model_with_the_ca
         anonymous = httpx.get(url, timeout=30)
     assert month.status_code == 200, month.text
     report = month.json()
-    assert (report["ledger"], report["days"], report["today"]) == (str(ledger), 30, TODAY)
-    assert report["unreadable_lines"] == len(BAD_LINES)
+    assert (report["ledger"], report["days"], report["today"]) == (str(ledger), 30, today)
+    assert report["unreadable_lines"] == len(bad_lines(today))
     assert report["by_day"] == [
-        {"day": YESTERDAY, **figures(1, 3, (1000, 300, 50, 10), 1.0)},
-        {"day": TODAY, **figures(3, 3, (310, 62, 5, 1), 0.75, unpriced=1)},
+        {"day": yesterday, **figures(1, 3, (1000, 300, 50, 10), 1.0)},
+        {"day": today, **figures(3, 3, (310, 62, 5, 1), 0.75, unpriced=1)},
     ]
     assert report["by_notebook"] == [
         {"notebook": "plots.ipynb", **figures(1, 0, (10, 2, 0, 0), 0.0, unpriced=1)},
@@ -100,7 +104,7 @@ def test_the_route_sums_two_kernels_ledger_by_day_notebook_and_model_with_the_ca
     cap = report["cap"]
     assert cap["max_cost_per_day"] == 5 and cap["spent_today"] == pytest.approx(0.75)
     assert cap["source"] == f"the admin setting max_cost_per_day in {admin}"
-    assert cap["resets_at"] == f"{(NOW.date() + dt.timedelta(days=1)).isoformat()}T00:00:00+00:00"
+    assert cap["resets_at"] == f"{(now.date() + dt.timedelta(days=1)).isoformat()}T00:00:00+00:00"
     assert quarter.json()["totals"] == figures(5, 7, (1311, 363, 56, 12), 8.75, unpriced=1)
     assert [r.status_code for r in refused] == [400, 400, 400]
     assert "days is a number of days from 1 to 3,660" in refused[0].json()["message"]

@@ -15,7 +15,8 @@
 # (jupyter-collaboration, playwright.rtc.config.js), each run with its own
 # stand-in and JupyterLab on the next port (8888, 8889, ...), its lines
 # prefixed with its name. With arguments it runs tests/ once, passing them to
-# Playwright; `ui-tests/run.sh --rtc [arguments...]` runs only tests-rtc/.
+# Playwright; `ui-tests/run.sh --rtc [arguments...]` runs only tests-rtc/;
+# `ui-tests/run.sh --prepare` installs and type-checks the specs, and runs none.
 # Exits with Playwright's exit code (the first failing run's).
 set -euo pipefail
 
@@ -53,7 +54,13 @@ if ! cmp -s package-lock.json node_modules/.qloop-installed-lock 2>/dev/null; th
 fi
 
 # Playwright strips the types without checking them: the specs are type-checked first.
-npx tsc --noEmit -p .
+# `ui-tests/run.sh --prepare` does only this and the install above (scripts/test.sh runs it beside
+# pytest); a run started with QLOOP_UI_PREPARED=1 then skips the type check.
+if [ "${1:-}" = "--prepare" ]; then
+  npx tsc --noEmit -p .
+  exit 0
+fi
+[ "${QLOOP_UI_PREPARED:-0}" = "1" ] || npx tsc --noEmit -p .
 
 root="$(mktemp -d -t qloop-ui-tests.XXXXXX)"
 trap 'rm -rf "$root"' EXIT
