@@ -28,8 +28,9 @@ trap report EXIT
 # a throwaway cluster of their own; no default cluster is created or started) and Chromium.
 apt_packages=()
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || apt_packages+=(postgresql)
-if [ -x ui-tests/run.sh ] && [ "${QLOOP_SKIP_BROWSER:-0}" != "1" ] && [ ! -x /usr/bin/chromium ]; then
-  apt_packages+=(chromium)
+if [ -x ui-tests/run.sh ] && [ "${QLOOP_SKIP_BROWSER:-0}" != "1" ]; then
+  [ -x /usr/bin/chromium ] || apt_packages+=(chromium)
+  [ -x /usr/bin/chromium-headless-shell ] || apt_packages+=(chromium-headless-shell)
 fi
 if [ "${#apt_packages[@]}" -gt 0 ] && command -v apt-get >/dev/null; then
   $SUDO mkdir -p /etc/postgresql-common

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import multiprocessing
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from tests.agent_outputs import saved_record
 from tests.kernel_client import LabKernel
 
 NOON = dt.datetime(2026, 12, 7, 12, 30, tzinfo=dt.timezone.utc)
+REPOSITORY = Path(__file__).resolve().parent.parent
 
 
 def response(steps: int = 0) -> ModelResponse:
@@ -35,13 +37,12 @@ def _append(path: str, count: int) -> None:
 
 
 def test_kernels_writing_at_once_add_up_in_the_ledger(tmp_path: Path) -> None:
+    # Processes of their own, as kernels are (not multiprocessing's spawn, which reads this
+    # process's __main__: an in-process IPython shell of an earlier test may have replaced it).
     path = tmp_path / "usage.jsonl"
-    workers = [multiprocessing.get_context("spawn").Process(target=_append, args=(str(path), 200))
-               for _ in range(3)]  # fmt: skip
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(60)
+    code = f"from tests.test_spend import _append; _append({str(path)!r}, 200)"
+    workers = [subprocess.Popen([sys.executable, "-c", code], cwd=REPOSITORY) for _ in range(3)]
+    assert [worker.wait(60) for worker in workers] == [0, 0, 0]
     ledger = SpendLedger(path)
     assert len(list(ledger.rows())) == 600
     assert ledger.spent_on("2026-12-07") == pytest.approx(0.6)
