@@ -13,6 +13,9 @@ cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || { echo "run ./scripts/test.sh once first: it installs .venv" >&2; exit 2; }
 export NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost
 export PATH="$PWD/.venv/bin:$PATH"
+# The tests run in .venv, whatever environment the caller has activated (IPython warns when
+# VIRTUAL_ENV names another one, and the tests turn warnings into errors).
+export VIRTUAL_ENV="$PWD/.venv"
 unset PYTHONDONTWRITEBYTECODE  # bytecode cached, as scripts/test.sh has it
 base="HEAD"
 if [ $# -gt 0 ] && [ "$1" != "--" ]; then base="$1"; shift; fi

@@ -61,6 +61,9 @@ unset PYTHONDONTWRITEBYTECODE
 
 export NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost
 export PATH="$PWD/.venv/bin:$PATH"
+# The tests run in .venv, whatever environment the caller has activated (IPython warns when
+# VIRTUAL_ENV names another one, and the tests turn warnings into errors).
+export VIRTUAL_ENV="$PWD/.venv"
 # The extension's lint and jest tests run beside ruff and mypy (each of those uses one core). Its
 # node_modules come from the install's build; the immutable install only catches up when yarn.lock
 # changed since that build. Its output is printed once it ends, whole.
