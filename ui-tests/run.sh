@@ -25,21 +25,16 @@ if [ -z "${PYTHON:-}" ]; then
   PYTHON="$(command -v python || command -v python3)"
 fi
 export PYTHON
-# Debian's Chromium, in its headless shell where installed (package chromium-headless-shell: the
-# same build as the browser, without the browser's windowing; Playwright's own choice for headless
-# runs), which loads JupyterLab's page for about a quarter less CPU; else the browser itself.
-# CHROMIUM_PATH=/usr/bin/chromium runs the specs in the full browser.
-if [ -z "${CHROMIUM_PATH:-}" ]; then
-  CHROMIUM_PATH=/usr/bin/chromium
-  [ ! -x /usr/bin/chromium-headless-shell ] || CHROMIUM_PATH=/usr/bin/chromium-headless-shell
-fi
-export CHROMIUM_PATH
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
 # Playwright checks and calls the test servers on loopback: never through a proxy.
 export NO_PROXY="127.0.0.1,localhost${NO_PROXY:+,$NO_PROXY}"
 export no_proxy="$NO_PROXY"
 
-if [ ! -x "$CHROMIUM_PATH" ]; then
+# Debian's Chromium, in its headless shell where installed (package chromium-headless-shell: the
+# same build as the browser, without the browser's windowing; Playwright's own choice for headless
+# runs), which loads JupyterLab's page for about a quarter less CPU; else the browser itself.
+# CHROMIUM_PATH=/usr/bin/chromium runs the specs in the full browser.
+if [ -z "${CHROMIUM_PATH:-}" ] && [ ! -x /usr/bin/chromium-headless-shell ] && [ ! -x /usr/bin/chromium ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "Chromium is missing: run 'apt-get install -y chromium chromium-headless-shell' as root" >&2
     exit 2
@@ -47,8 +42,16 @@ if [ ! -x "$CHROMIUM_PATH" ]; then
   apt-get update
   DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
     chromium chromium-headless-shell
-  [ -x "$CHROMIUM_PATH" ] || CHROMIUM_PATH=/usr/bin/chromium-headless-shell
 fi
+if [ -z "${CHROMIUM_PATH:-}" ]; then
+  CHROMIUM_PATH=/usr/bin/chromium
+  [ ! -x /usr/bin/chromium-headless-shell ] || CHROMIUM_PATH=/usr/bin/chromium-headless-shell
+fi
+if [ ! -x "$CHROMIUM_PATH" ]; then
+  echo "No Chromium at CHROMIUM_PATH=$CHROMIUM_PATH" >&2
+  exit 2
+fi
+export CHROMIUM_PATH
 
 if ! "$PYTHON" -m jupyter labextension list 2>&1 | grep -q 'qloop-kernel.*enabled.*OK'; then
   echo "The qloop-kernel extension is not installed in $PYTHON's environment:" >&2
